@@ -1,0 +1,101 @@
+//! Builds every plugin in `plugins/` for `wasm32-wasip2` and leaves each component at
+//! `target/plugins/<name>.wasm` (an interface tests and the benchmark rely on). The bundled
+//! example plugins are then embedded in the `capsule` binary.
+//!
+//! The nested cargo uses its own target directory (`target/wasm`) so it never waits on the
+//! lock of the build that runs this script.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Plugins compiled into the binary and served when no plugin flag is given.
+const BUNDLED: &[&str] = &["calc", "textkit"];
+
+fn main() -> Result<()> {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
+    let root = manifest_dir.parent().context("host/ has a parent")?.to_path_buf();
+    let target = env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target = if target.is_absolute() { target } else { root.join(target) };
+
+    for dir in ["plugins", "sdk", "wit"] {
+        watch(&root.join(dir))?;
+    }
+
+    let wasm_target = target.join("wasm");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root.join("plugins"))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(&wasm_target);
+    // Settings meant for the host build must not leak into the plugin build.
+    for var in [
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_PROFILE_RELEASE_DEBUG",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().context("running cargo for the plugins")?;
+    if !status.success() {
+        bail!("building the plugins for wasm32-wasip2 failed ({status}); is the target installed? `rustup target add wasm32-wasip2`");
+    }
+
+    let built = wasm_target.join("wasm32-wasip2").join("release");
+    let out = target.join("plugins");
+    fs::create_dir_all(&out)?;
+    for entry in fs::read_dir(&built)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "wasm") {
+            let name = path.file_name().context("file name")?.to_string_lossy().replace('_', "-");
+            copy_if_changed(&path, &out.join(name))?;
+        }
+    }
+
+    let mut bundled = String::from("/// Example plugins compiled into the binary: (name, component bytes).\n");
+    bundled.push_str("pub const BUNDLED: &[(&str, &[u8])] = &[\n");
+    for name in BUNDLED {
+        let file = out.join(format!("{name}.wasm"));
+        if !file.exists() {
+            bail!("bundled plugin {name} was not built: {} is missing", file.display());
+        }
+        bundled.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", file.display().to_string()));
+    }
+    bundled.push_str("];\n");
+    fs::write(PathBuf::from(env::var("OUT_DIR")?).join("bundled.rs"), bundled)?;
+    Ok(())
+}
+
+/// Re-run when any source file under `dir` changes (but not for build output inside it).
+fn watch(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default();
+        if name == "target" {
+            continue;
+        }
+        if path.is_dir() {
+            watch(&path)?;
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+    println!("cargo:rerun-if-changed={}", dir.display());
+    Ok(())
+}
+
+/// Copy only when the bytes differ, so unchanged plugins keep their timestamps.
+fn copy_if_changed(from: &Path, to: &Path) -> Result<()> {
+    let bytes = fs::read(from)?;
+    if fs::read(to).ok().as_deref() != Some(bytes.as_slice()) {
+        fs::write(to, bytes)?;
+    }
+    Ok(())
+}

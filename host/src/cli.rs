@@ -1,0 +1,232 @@
+//! The command line: `capsule serve` and friends.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+use crate::mcp::{Shared, StateCodec};
+use crate::runtime::{Plugin, PluginRuntime, RuntimeConfig};
+use crate::transport::http::HttpOptions;
+
+/// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "capsule", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP over Streamable HTTP (default 127.0.0.1:3000) or stdio.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Speak MCP on stdin/stdout (for clients that launch the server, e.g. Claude Desktop).
+    #[arg(long, conflicts_with = "listen")]
+    stdio: bool,
+    /// Address for Streamable HTTP; MCP is served at /mcp.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000")]
+    listen: SocketAddr,
+    /// Load every .wasm component in this directory (repeatable).
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugin_dirs: Vec<PathBuf>,
+    /// Load this .wasm component (repeatable).
+    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    plugin_files: Vec<PathBuf>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+    /// File holding the key (32+ bytes) that seals request state for 2026-07-28 clients.
+    /// Replicas behind one load balancer must share it; default: a random per-process key.
+    #[arg(long, value_name = "FILE", env = "CAPSULE_STATE_KEY_FILE")]
+    state_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Linear memory each plugin call may use, in MiB.
+    #[arg(long, value_name = "MiB", default_value_t = 64)]
+    memory_limit: usize,
+    /// CPU time each plugin call may spend, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    cpu_deadline: u64,
+    /// Wall-clock time each plugin call may take, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    call_timeout: u64,
+    /// Plugin instances alive at once, across all plugins.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    max_instances: u32,
+}
+
+#[derive(Debug, Args)]
+struct HttpArgs {
+    /// Largest HTTP request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Live legacy (initialize-based) sessions allowed at once.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_sessions: usize,
+    /// Accept this Host header value too (repeatable; loopback names are always accepted).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Accept requests from this Origin too (repeatable; loopback origins are always accepted).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+}
+
+/// Run the command line; logs go to stderr, stdout belongs to the stdio transport.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CAPSULE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Where a plugin comes from.
+pub enum Source {
+    Bundled(&'static str, &'static [u8]),
+    File(PathBuf),
+}
+
+fn sources(args: &ServeArgs) -> Result<Vec<Source>> {
+    if args.plugin_dirs.is_empty() && args.plugin_files.is_empty() {
+        return Ok(crate::bundled::BUNDLED.iter().map(|&(name, bytes)| Source::Bundled(name, bytes)).collect());
+    }
+    let mut sources = Vec::new();
+    for dir in &args.plugin_dirs {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read plugin directory {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+            .collect();
+        files.sort();
+        sources.extend(files.into_iter().map(Source::File));
+    }
+    sources.extend(args.plugin_files.iter().cloned().map(Source::File));
+    Ok(sources)
+}
+
+fn plugin_name(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}
+
+/// Load every plugin; a plugin that fails (bad bytes, bad exports, a name collision) is
+/// reported and left out, and the rest are served.
+pub async fn load_catalog(runtime: &PluginRuntime, sources: Vec<Source>) -> Result<Catalog> {
+    let mut loaded: Vec<Arc<Plugin>> = Vec::new();
+    let mut catalog = Catalog::default();
+    for source in sources {
+        let (name, bytes): (String, Arc<[u8]>) = match source {
+            Source::Bundled(name, bytes) => (name.to_owned(), bytes.into()),
+            Source::File(path) => match std::fs::read(&path) {
+                Ok(bytes) => (plugin_name(&path), bytes.into()),
+                Err(e) => {
+                    tracing::error!("cannot read plugin {}: {e}", path.display());
+                    continue;
+                }
+            },
+        };
+        let plugin = match runtime.load(&name, bytes).await {
+            Ok(plugin) => Arc::new(plugin),
+            Err(e) => {
+                tracing::error!("plugin not loaded: {e}");
+                continue;
+            }
+        };
+        let mut candidate = loaded.clone();
+        candidate.push(plugin.clone());
+        match Catalog::build(candidate) {
+            Ok(next) => {
+                let m = plugin.manifest();
+                tracing::info!(
+                    "loaded plugin {name}: {} tools, {} resources, {} templates, {} prompts",
+                    m.tools.len(),
+                    m.resources.len(),
+                    m.templates.len(),
+                    m.prompts.len()
+                );
+                loaded.push(plugin);
+                catalog = next;
+            }
+            Err(e) => tracing::error!("plugin {name} not loaded: {e}"),
+        }
+    }
+    if loaded.is_empty() {
+        bail!("no plugin could be loaded");
+    }
+    Ok(catalog)
+}
+
+fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
+    match path {
+        None => Ok(StateCodec::random()),
+        Some(path) => {
+            let key = std::fs::read(path).with_context(|| format!("cannot read the state key {}", path.display()))?;
+            StateCodec::new(key).map_err(|e| anyhow::anyhow!("state key {}: {e}", path.display()))
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let config = RuntimeConfig {
+        memory_limit: args.limits.memory_limit << 20,
+        cpu_deadline: Duration::from_millis(args.limits.cpu_deadline),
+        wall_deadline: Duration::from_millis(args.limits.call_timeout),
+        max_instances: args.limits.max_instances,
+        ..RuntimeConfig::default()
+    };
+    let runtime = PluginRuntime::new(config)?;
+    let catalog = load_catalog(&runtime, sources(&args)?).await?;
+    let shared = Shared::new(catalog, state_codec(args.state_key_file.as_deref())?);
+    if args.stdio {
+        return crate::transport::stdio::serve(shared).await;
+    }
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    let options = HttpOptions {
+        max_body_bytes: args.http.max_body_bytes,
+        max_sessions: args.http.max_sessions,
+        allowed_hosts: args.http.allowed_hosts,
+        allowed_origins: args.http.allowed_origins,
+        ..HttpOptions::default()
+    };
+    crate::transport::http::serve(shared, args.listen, options, shutdown).await
+}

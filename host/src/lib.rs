@@ -1,0 +1,25 @@
+//! # Capsule: MCP served from sandboxed WebAssembly component plugins
+//!
+//! The layers, each depending only on the ones below it:
+//!
+//! - [`transport`]: stdio and Streamable HTTP (axum), with the checks that belong to the
+//!   wire: Origin/Host, body size, JSON-RPC batches, session limits.
+//! - [`mcp`]: the MCP server on top of `rmcp`. It speaks every revision from 2024-11-05 to
+//!   2026-07-28, bridges plugin input requests (elicitation, sampling, roots) to whatever the
+//!   client's revision supports, and maps plugin faults to proper protocol answers. rmcp's
+//!   types stop here.
+//! - [`catalog`]: every loaded plugin's tools, resources, templates and prompts, with tool
+//!   arguments validated against their JSON Schemas and name collisions rejected.
+//! - [`runtime`]: wasmtime. Compiles each component once and runs every call in a fresh,
+//!   deny-by-default sandbox with a CPU deadline and a memory cap. Knows nothing of MCP.
+
+pub mod catalog;
+pub mod cli;
+pub mod mcp;
+pub mod runtime;
+pub mod transport;
+
+/// Example plugins compiled into the binary.
+pub mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}

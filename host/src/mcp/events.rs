@@ -1,0 +1,116 @@
+//! Forwarding what a running plugin call reports (logs, progress, list changes) to the
+//! client that made the request, without letting a slow client or a chatty plugin block the
+//! call: events go through a bounded queue and are dropped when it is full.
+
+#![allow(deprecated)] // Logging is deprecated by SEP-2577 but still part of every revision we serve.
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::session::Sessions;
+use crate::runtime::{CallEvents, ListKind, LogLevel};
+
+const QUEUE: usize = 256;
+
+enum Event {
+    Log { level: LogLevel, logger: Option<String>, message: String },
+    Progress { progress: f64, total: Option<f64>, message: Option<String> },
+    ListChanged(ListKind),
+}
+
+/// The [`CallEvents`] of one request.
+pub struct RequestEvents {
+    tx: mpsc::Sender<Event>,
+    cancelled: CancellationToken,
+}
+
+impl CallEvents for RequestEvents {
+    fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
+        let _ = self.tx.try_send(Event::Log { level, logger, message });
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let _ = self.tx.try_send(Event::Progress { progress, total, message });
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.is_cancelled()
+    }
+
+    fn list_changed(&self, kind: ListKind) {
+        let _ = self.tx.try_send(Event::ListChanged(kind));
+    }
+}
+
+/// Where a request's events go.
+pub struct Route {
+    pub peer: Peer<RoleServer>,
+    pub plugin: String,
+    pub progress_token: Option<ProgressToken>,
+    /// The lowest level the client asked for; `None` sends no log messages.
+    pub log_level: Option<LoggingLevel>,
+    pub sessions: Arc<Sessions>,
+}
+
+/// Make the events of one request and the future that forwards them. The future finishes
+/// once every `RequestEvents` clone is dropped, i.e. when the call's store is gone, so awaiting
+/// it after the call puts every notification before the response.
+pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents>, impl Future<Output = ()>) {
+    let (tx, mut rx) = mpsc::channel(QUEUE);
+    let forward = async move {
+        while let Some(event) = rx.recv().await {
+            match event {
+                Event::Log { level, logger, message } => {
+                    let level = logging_level(level);
+                    tracing::debug!(plugin = %route.plugin, ?level, logger = logger.as_deref().unwrap_or(""), "{message}");
+                    if route.log_level.is_some_and(|min| rank(level) >= rank(min)) {
+                        let mut param = LoggingMessageNotificationParam::new(level, serde_json::Value::String(message));
+                        param.logger = logger.or_else(|| Some(route.plugin.clone()));
+                        let _ = route.peer.notify_logging_message(param).await;
+                    }
+                }
+                Event::Progress { progress, total, message } => {
+                    if let Some(token) = &route.progress_token {
+                        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+                        param.total = total;
+                        param.message = message;
+                        let _ = route.peer.notify_progress(param).await;
+                    }
+                }
+                Event::ListChanged(kind) => route.sessions.list_changed(kind).await,
+            }
+        }
+    };
+    (Arc::new(RequestEvents { tx, cancelled }), forward)
+}
+
+fn logging_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}

@@ -1,0 +1,135 @@
+//! Plugin input requests (elicitation, sampling, roots), served in whatever way the client's
+//! revision allows: as an `input_required` result for 2026-07-28 requests, or by sending real
+//! server-to-client requests to older sessions and calling the plugin again.
+
+#![allow(deprecated)] // Sampling and roots are deprecated by SEP-2577, still served to clients that declare them.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, InputRequest,
+    InputRequests, InputRequiredResult, ListRootsRequest, ServerRequest,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+use super::convert;
+use super::state::StateCodec;
+use crate::runtime::types as wit;
+
+/// How long a legacy client may take to answer one elicitation, sampling or roots request.
+pub const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+/// Input rounds one request may take before the host gives up on the plugin.
+pub const MAX_ROUNDS: usize = 16;
+
+/// The client capabilities a plugin sees.
+pub fn plugin_capabilities(caps: Option<&ClientCapabilities>) -> wit::ClientCapabilities {
+    let caps = caps.cloned().unwrap_or_default();
+    let elicitation = caps.elicitation.as_ref();
+    wit::ClientCapabilities {
+        // A bare `elicitation: {}` (2025-06-18) means form mode.
+        elicitation_form: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        elicitation_url: elicitation.is_some_and(|e| e.url.is_some()),
+        sampling: caps.sampling.is_some(),
+        roots: caps.roots.is_some(),
+    }
+}
+
+/// The capabilities `requests` need that the client did not declare, as a -32021 error.
+pub fn check_capabilities(requests: &[wit::KeyedInputRequest], client: &wit::ClientCapabilities) -> Result<(), ErrorData> {
+    let mut missing = json!({});
+    for r in requests {
+        let (name, value, ok) = match &r.request {
+            wit::InputRequest::ElicitForm(_) => ("elicitation", json!({"form": {}}), client.elicitation_form),
+            wit::InputRequest::ElicitUrl(_) => ("elicitation", json!({"url": {}}), client.elicitation_url),
+            wit::InputRequest::Sample(_) => ("sampling", json!({}), client.sampling),
+            wit::InputRequest::ListRoots => ("roots", json!({}), client.roots),
+        };
+        if !ok {
+            missing[name] = value;
+        }
+    }
+    if missing.as_object().is_some_and(|m| m.is_empty()) {
+        return Ok(());
+    }
+    let required: ClientCapabilities = serde_json::from_value(missing).unwrap_or_default();
+    Err(ErrorData::missing_required_client_capability(required))
+}
+
+/// Build the `input_required` result for a 2026-07-28 client, sealing the plugin's state.
+pub fn input_required_result(ir: &wit::InputRequired, codec: &StateCodec, bound_to: &str) -> Result<InputRequiredResult, ErrorData> {
+    let mut requests = InputRequests::new();
+    for r in &ir.requests {
+        let request: InputRequest = serde_json::from_value(convert::input_request_json(&r.request))
+            .map_err(|e| ErrorData::internal_error(format!("the plugin asked for input the protocol cannot express: {e}"), None))?;
+        requests.insert(r.key.clone(), request);
+    }
+    let state = ir.state.as_deref().map(|s| codec.seal(s, bound_to));
+    if requests.is_empty() && state.is_none() {
+        return Err(ErrorData::internal_error("the plugin asked for input without saying what it needs", None));
+    }
+    Ok(InputRequiredResult::new((!requests.is_empty()).then_some(requests), state))
+}
+
+/// Read a 2026-07-28 retry's `inputResponses` and `requestState` into the plugin's context.
+pub fn retry_context(
+    client: wit::ClientCapabilities,
+    responses: Option<&rmcp::model::InputResponses>,
+    state: Option<&str>,
+    codec: &StateCodec,
+    bound_to: &str,
+) -> Result<wit::RequestContext, ErrorData> {
+    let state = state
+        .map(|s| codec.open(s, bound_to))
+        .transpose()
+        .map_err(|_| ErrorData::invalid_params("requestState is invalid, expired, or belongs to another request", None))?;
+    let responses = responses
+        .map(|r| {
+            r.iter()
+                .map(|(key, value)| wit::KeyedInputResponse { key: key.clone(), response: convert::input_response(value) })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(wit::RequestContext { client, responses, state })
+}
+
+/// Ask a legacy client for everything in `requests`, by real server-to-client requests on the
+/// originating request's stream, and collect the answers.
+pub async fn ask_legacy_client(
+    requests: &[wit::KeyedInputRequest],
+    cx: &RequestContext<RoleServer>,
+) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
+    let mut responses = Vec::with_capacity(requests.len());
+    for r in requests {
+        let json = convert::input_request_json(&r.request);
+        let params = json.get("params").cloned().unwrap_or(Value::Null);
+        let bad = |e: serde_json::Error| ErrorData::internal_error(format!("the plugin's input request is malformed: {e}"), None);
+        let request = match &r.request {
+            wit::InputRequest::ElicitForm(_) | wit::InputRequest::ElicitUrl(_) => {
+                ServerRequest::ElicitRequest(ElicitRequest::new(serde_json::from_value::<ElicitRequestParams>(params).map_err(bad)?))
+            }
+            wit::InputRequest::Sample(_) => ServerRequest::CreateMessageRequest(CreateMessageRequest::new(
+                serde_json::from_value::<CreateMessageRequestParams>(params).map_err(bad)?,
+            )),
+            wit::InputRequest::ListRoots => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
+        };
+        let answer = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, cx.peer.send_request(request))
+            .await
+            .map_err(|_| ErrorData::internal_error(format!("the client did not answer the {} request in time", method(&r.request)), None))?;
+        let response = match answer {
+            Ok(result) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
+            Err(e) => wit::InputResponse::Invalid(format!("the client refused the {} request: {e}", method(&r.request))),
+        };
+        responses.push(wit::KeyedInputResponse { key: r.key.clone(), response });
+    }
+    Ok(responses)
+}
+
+fn method(request: &wit::InputRequest) -> &'static str {
+    match request {
+        wit::InputRequest::ElicitForm(_) | wit::InputRequest::ElicitUrl(_) => "elicitation/create",
+        wit::InputRequest::Sample(_) => "sampling/createMessage",
+        wit::InputRequest::ListRoots => "roots/list",
+    }
+}

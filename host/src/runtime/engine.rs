@@ -1,0 +1,142 @@
+//! The shared engine: configuration, the epoch ticker, the linker, and compilation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings;
+use super::error::LoadError;
+use super::plugin::Plugin;
+use super::sandbox::CallState;
+
+/// How often the epoch advances: the granularity of the CPU deadline and of yielding to
+/// other tasks while a plugin computes.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Limits applied to every plugin call. Operators change them on the command line.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Linear memory a call may use, in bytes.
+    pub memory_limit: usize,
+    /// CPU time a call may spend executing plugin code.
+    pub cpu_deadline: Duration,
+    /// Wall-clock time a call may take in total (covers a plugin blocked waiting).
+    pub wall_deadline: Duration,
+    /// Plugin instances that may exist at once, across all plugins.
+    pub max_instances: u32,
+    /// Table elements a call may allocate.
+    pub table_elements: usize,
+    /// Bytes of plugin stderr forwarded to the log per call; the rest is dropped.
+    pub stderr_limit: usize,
+    /// Log and progress messages forwarded per call; the rest are dropped.
+    pub event_limit: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            memory_limit: 64 << 20,
+            cpu_deadline: Duration::from_secs(5),
+            wall_deadline: Duration::from_secs(30),
+            max_instances: 128,
+            table_elements: 20_000,
+            stderr_limit: 64 << 10,
+            event_limit: 1_000,
+        }
+    }
+}
+
+pub(crate) struct RuntimeInner {
+    pub engine: Engine,
+    pub linker: Linker<CallState>,
+    pub config: RuntimeConfig,
+}
+
+/// Compiles components and hands out [`Plugin`]s that run calls in fresh sandboxes.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct PluginRuntime {
+    inner: Arc<RuntimeInner>,
+}
+
+impl PluginRuntime {
+    /// Build the engine and start its epoch ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
+        let mut pool = PoolingAllocationConfig::new();
+        let instances = config.max_instances.max(1);
+        // A Rust component has a few core instances (main module plus adapter shims) and
+        // tables; size the pool for that per component instance.
+        pool.total_component_instances(instances)
+            .total_core_instances(instances * 4)
+            .total_memories(instances * 2)
+            .total_tables(instances * 4)
+            .total_stacks(instances)
+            .max_memory_size(config.memory_limit)
+            .table_elements(config.table_elements)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_component_instance_size(4 << 20)
+            // Keep small memories resident and reset them by scanning dirty pages: a fresh
+            // instance per call then costs microseconds, not an madvise round trip.
+            .linear_memory_keep_resident(2 << 20)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(Enabled::Auto);
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true)
+            .max_wasm_stack(512 << 10)
+            .async_stack_size(2 << 20)
+            .memory_reservation((config.memory_limit as u64).max(64 << 20))
+            .memory_guard_size(64 << 20)
+            .memory_reservation_for_growth(0)
+            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(16))
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(engine_error)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(engine_error)?;
+
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("capsule-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
+
+        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config }) })
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Compile a component. CPU-heavy and blocking: run it off the async reactor.
+    pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        Component::from_binary(&self.inner.engine, bytes)
+            .map_err(|e| LoadError::Compile { plugin: name.to_owned(), reason: format!("{e:#}") })
+    }
+
+    /// Compile a component on the blocking pool, then link it, check its exports and read its
+    /// tools, resources and prompts.
+    pub async fn load(&self, name: &str, bytes: Arc<[u8]>) -> Result<Plugin, LoadError> {
+        let runtime = self.clone();
+        let owned = name.to_owned();
+        let component = tokio::task::spawn_blocking(move || runtime.compile(&owned, &bytes))
+            .await
+            .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
+        Plugin::link(self.inner.clone(), name, component).await
+    }
+}
+
+pub(crate) fn ticks(deadline: Duration) -> u64 {
+    (deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+}

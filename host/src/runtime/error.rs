@@ -1,0 +1,60 @@
+//! Errors of the plugin runtime: why a plugin could not load, why a call failed.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// A plugin could not be loaded.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The bytes are not a valid WebAssembly component.
+    #[error("{plugin}: not a valid WebAssembly component: {reason}")]
+    Compile { plugin: String, reason: String },
+    /// The component needs imports the host does not provide.
+    #[error("{plugin}: cannot be linked: {reason}")]
+    Link { plugin: String, reason: String },
+    /// The component exports none of the Capsule interfaces.
+    #[error(
+        "{plugin}: exports none of capsule:plugin/{{tools,resources,prompts,completion}}@0.1.0; was it built against the Capsule WIT package?"
+    )]
+    NoExports { plugin: String },
+    /// An export has the right name but the wrong shape.
+    #[error("{plugin}: export {export} does not match the Capsule WIT package: {reason}")]
+    BadExport { plugin: String, export: &'static str, reason: String },
+    /// Listing the plugin's tools, resources or prompts failed.
+    #[error("{plugin}: listing its {what} failed: {source}")]
+    Listing { plugin: String, what: &'static str, source: CallError },
+    /// The engine could not be configured.
+    #[error("the WebAssembly engine could not be configured: {0}")]
+    Engine(String),
+}
+
+/// A call into a plugin failed. Each variant names the limit or fault, so the message is
+/// something a person can act on.
+#[derive(Debug, Error)]
+pub enum CallError {
+    /// The plugin used more CPU time than its deadline.
+    #[error("the plugin exceeded its CPU deadline of {0:?} and was stopped")]
+    Deadline(Duration),
+    /// The call took longer than its wall-clock limit (e.g. waiting forever).
+    #[error("the plugin did not finish within {0:?} and was stopped")]
+    WallClock(Duration),
+    /// The plugin tried to grow its memory beyond its cap.
+    #[error("the plugin exceeded its memory limit of {limit} bytes (it asked for {desired} bytes) and was stopped")]
+    Memory { limit: usize, desired: usize },
+    /// The plugin overflowed its stack (e.g. unbounded recursion).
+    #[error("the plugin overflowed its stack and was stopped")]
+    StackOverflow,
+    /// The plugin trapped (a Rust panic shows up as `unreachable`).
+    #[error("the plugin crashed: {0}")]
+    Trap(String),
+    /// Too many calls are running; the pool of instances is exhausted.
+    #[error("the server is at its limit of concurrent plugin instances; try again shortly")]
+    Busy,
+    /// The plugin does not export the interface this call needs.
+    #[error("the plugin does not provide {0}")]
+    Unsupported(&'static str),
+    /// Something else in the host failed.
+    #[error("internal error running the plugin: {0}")]
+    Host(String),
+}

@@ -1,0 +1,52 @@
+//! The plugin runtime: compiles WebAssembly components once and runs every call in a fresh,
+//! deny-by-default sandbox with a CPU deadline and a memory cap.
+//!
+//! This layer knows nothing about MCP. It speaks the WIT package in `wit/` (its types are
+//! re-exported from [`types`]) and reports what a running call does through [`CallEvents`].
+
+mod bindings;
+mod engine;
+mod error;
+mod limits;
+mod plugin;
+mod sandbox;
+
+pub use bindings::types;
+pub use engine::{PluginRuntime, RuntimeConfig};
+pub use error::{CallError, LoadError};
+pub use plugin::{Manifest, Plugin};
+
+/// Severity of a plugin log message.
+pub use bindings::LogLevel;
+/// Which plugin list a `list-changed` call names.
+pub use bindings::ListKind;
+
+/// What a running call reports to whoever started it. Implementations must not block: they
+/// are called from inside the plugin's execution.
+pub trait CallEvents: Send + Sync {
+    /// The plugin logged a message.
+    fn log(&self, level: LogLevel, logger: Option<String>, message: String);
+    /// The plugin reported progress.
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>);
+    /// Whether the request this call serves was cancelled.
+    fn is_cancelled(&self) -> bool;
+    /// The plugin says one of its lists changed.
+    fn list_changed(&self, kind: ListKind);
+}
+
+/// How a call's events are passed around.
+pub type Events = std::sync::Arc<dyn CallEvents + 'static>;
+
+/// Events of a call nobody listens to (loading, listing).
+pub struct NoEvents;
+
+impl CallEvents for NoEvents {
+    fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
+        tracing::debug!(?level, ?logger, "plugin log outside a request: {message}");
+    }
+    fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) {}
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+    fn list_changed(&self, _: ListKind) {}
+}

@@ -1,0 +1,236 @@
+//! A loaded plugin: its linked component, which interfaces it exports, what it provides, and
+//! the calls into it. Every call gets a fresh store and instance, dropped when it returns.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use wasmtime::component::{Component, InstancePre};
+use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
+
+use super::bindings::{self, completion, prompts, resources, tools, types};
+use super::engine::{RuntimeInner, ticks};
+use super::error::{CallError, LoadError};
+use super::limits::{Limiter, MemoryLimitExceeded};
+use super::sandbox::CallState;
+use super::{Events, NoEvents};
+
+/// What a plugin provides, read once when it loads.
+#[derive(Debug, Clone, Default)]
+pub struct Manifest {
+    pub tools: Vec<types::Tool>,
+    pub resources: Vec<types::Resource>,
+    pub templates: Vec<types::ResourceTemplate>,
+    pub prompts: Vec<types::Prompt>,
+    /// Whether the plugin exports `completion`.
+    pub completion: bool,
+}
+
+/// A compiled, linked plugin. Cheap to share behind an `Arc`; calls may run concurrently.
+pub struct Plugin {
+    name: Arc<str>,
+    runtime: Arc<RuntimeInner>,
+    pre: InstancePre<CallState>,
+    tools: Option<tools::GuestIndices>,
+    resources: Option<resources::GuestIndices>,
+    prompts: Option<prompts::GuestIndices>,
+    completion: Option<completion::GuestIndices>,
+    manifest: Manifest,
+}
+
+fn optional<I>(
+    plugin: &str,
+    pre: &InstancePre<CallState>,
+    export: &'static str,
+    indices: impl FnOnce(&InstancePre<CallState>) -> wasmtime::Result<I>,
+) -> Result<Option<I>, LoadError> {
+    if pre.component().get_export_index(None, export).is_none() {
+        return Ok(None);
+    }
+    indices(pre)
+        .map(Some)
+        .map_err(|e| LoadError::BadExport { plugin: plugin.to_owned(), export, reason: format!("{e:#}") })
+}
+
+impl Plugin {
+    pub(crate) async fn link(runtime: Arc<RuntimeInner>, name: &str, component: Component) -> Result<Plugin, LoadError> {
+        let pre = runtime
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
+        let mut plugin = Plugin {
+            name: name.into(),
+            tools: optional(name, &pre, bindings::TOOLS, tools::GuestIndices::new)?,
+            resources: optional(name, &pre, bindings::RESOURCES, resources::GuestIndices::new)?,
+            prompts: optional(name, &pre, bindings::PROMPTS, prompts::GuestIndices::new)?,
+            completion: optional(name, &pre, bindings::COMPLETION, completion::GuestIndices::new)?,
+            runtime,
+            pre,
+            manifest: Manifest::default(),
+        };
+        if plugin.tools.is_none() && plugin.resources.is_none() && plugin.prompts.is_none() && plugin.completion.is_none() {
+            return Err(LoadError::NoExports { plugin: name.to_owned() });
+        }
+        plugin.manifest = plugin.read_manifest().await?;
+        Ok(plugin)
+    }
+
+    /// The plugin's name (its file stem).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the plugin provides.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    async fn read_manifest(&self) -> Result<Manifest, LoadError> {
+        let listing = |what: &'static str| {
+            let plugin = self.name.to_string();
+            move |source: CallError| LoadError::Listing { plugin, what, source }
+        };
+        let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
+        if let Some(ix) = &self.tools {
+            manifest.tools = self.run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+                .await
+                .map_err(listing("tools"))?;
+        }
+        if let Some(ix) = &self.resources {
+            (manifest.resources, manifest.templates) = self
+                .run(Arc::new(NoEvents), async |store, instance| {
+                    let guest = ix.load(&mut *store, instance)?;
+                    let resources = guest.call_list(&mut *store).await?;
+                    Ok((resources, guest.call_templates(store).await?))
+                })
+                .await
+                .map_err(listing("resources"))?;
+        }
+        if let Some(ix) = &self.prompts {
+            manifest.prompts = self.run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+                .await
+                .map_err(listing("prompts"))?;
+        }
+        if let Some(ix) = &self.completion {
+            // Type-check the export now rather than on the first completion request.
+            self.run(Arc::new(NoEvents), async |store, instance| ix.load(store, instance).map(drop))
+                .await
+                .map_err(listing("completion"))?;
+        }
+        Ok(manifest)
+    }
+
+    /// Call a tool. The outer error is a sandbox fault; the inner one the plugin's own.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: &str,
+        context: &types::RequestContext,
+        events: Events,
+    ) -> Result<Result<types::CallOutcome, types::Error>, CallError> {
+        let ix = self.tools.as_ref().ok_or(CallError::Unsupported("tools"))?;
+        let (name, arguments) = (name.to_owned(), arguments.to_owned());
+        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_call(store, &name, &arguments, context).await)
+            .await
+    }
+
+    /// Read a resource.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        context: &types::RequestContext,
+        events: Events,
+    ) -> Result<Result<types::ReadOutcome, types::Error>, CallError> {
+        let ix = self.resources.as_ref().ok_or(CallError::Unsupported("resources"))?;
+        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_read(store, uri, context).await)
+            .await
+    }
+
+    /// Render a prompt.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+        context: &types::RequestContext,
+        events: Events,
+    ) -> Result<Result<types::GetOutcome, types::Error>, CallError> {
+        let ix = self.prompts.as_ref().ok_or(CallError::Unsupported("prompts"))?;
+        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await)
+            .await
+    }
+
+    /// Suggest completions.
+    pub async fn complete(
+        &self,
+        reference: &types::Reference,
+        argument: &str,
+        value: &str,
+        context: &[(String, String)],
+        events: Events,
+    ) -> Result<Result<types::Suggestions, types::Error>, CallError> {
+        let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
+        self.run(events, async |store, instance| {
+            ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
+        })
+        .await
+    }
+
+    /// Run `call` against a fresh instance in a fresh store, under the call limits.
+    async fn run<R>(
+        &self,
+        events: Events,
+        call: impl AsyncFnOnce(&mut Store<CallState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let config = &self.runtime.config;
+        let limiter = Limiter { memory: config.memory_limit, table_elements: config.table_elements };
+        let state = CallState::new(self.name.clone(), limiter, events, config.event_limit, config.stderr_limit);
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let budget = ticks(config.cpu_deadline);
+        let mut used = 0u64;
+        store.set_epoch_deadline(1);
+        // Yield to the executor on every tick so a computing plugin never starves other
+        // requests, and stop it once it has run for its whole CPU budget.
+        store.epoch_deadline_callback(move |_| {
+            used += 1;
+            Ok(if used >= budget {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
+            })
+        });
+        let work = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            call(&mut store, &instance).await
+        };
+        match with_deadline(config.wall_deadline, work).await {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(error)) => Err(self.classify(error)),
+            None => Err(CallError::WallClock(config.wall_deadline)),
+        }
+    }
+
+    fn classify(&self, error: wasmtime::Error) -> CallError {
+        let config = &self.runtime.config;
+        if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
+            return CallError::Memory { limit: e.limit, desired: e.desired };
+        }
+        if error.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
+            return CallError::Busy;
+        }
+        let failure = match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => CallError::Deadline(config.cpu_deadline),
+            Some(Trap::StackOverflow) => CallError::StackOverflow,
+            Some(Trap::UnreachableCodeReached) => {
+                CallError::Trap("it aborted (a panic or failed assertion; its stderr is in the server log)".into())
+            }
+            Some(trap) => CallError::Trap(trap.to_string()),
+            None => CallError::Host(format!("{error:#}")),
+        };
+        tracing::warn!(plugin = %self.name, "plugin call failed: {failure}; {error:?}");
+        failure
+    }
+}
+
+async fn with_deadline<T>(limit: std::time::Duration, work: impl Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(limit, work).await.ok()
+}

@@ -1,0 +1,240 @@
+//! Streamable HTTP on one endpoint, `/mcp`, for sessionful (2024-11-05 .. 2025-11-25) and
+//! stateless (2026-07-28) clients alike.
+//!
+//! rmcp serves the protocol, sessions, SSE streams and the Host/Origin checks. In front of it
+//! sits [`guard`], which closes rmcp's gaps: a body-size limit, proper JSON-RPC errors for
+//! malformed bodies (rmcp answers 415), JSON-RPC batches for 2025-03-26 clients, and a cap on
+//! live sessions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use http_body_util::BodyExt;
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::{CapsuleServer, Shared};
+
+/// Limits and policy of the HTTP endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Live legacy sessions allowed at once.
+    pub max_sessions: usize,
+    /// Idle time after which a legacy session is closed.
+    pub session_idle: Duration,
+    /// Host header values accepted besides loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Origins accepted besides loopback ones (e.g. `https://app.example`).
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_body_bytes: 4 << 20,
+            max_sessions: 10_000,
+            session_idle: Duration::from_secs(30 * 60),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Guard {
+    service: StreamableHttpService<CapsuleServer, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+    options: Arc<HttpOptions>,
+}
+
+/// The axum router serving MCP at `/mcp`.
+pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> Router {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(options.session_idle);
+    let sessions = Arc::new(manager);
+    let hosts = ["localhost", "127.0.0.1", "::1"].into_iter().map(String::from).chain(options.allowed_hosts.iter().cloned());
+    let origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://localhost:*", "https://127.0.0.1:*"]
+        .into_iter()
+        .map(String::from)
+        .chain(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_json_response(true)
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(shutdown);
+    let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
+    let guard = Guard { service: service.clone(), sessions, options: Arc::new(options) };
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(guard, self::guard))
+}
+
+/// Listen on `addr` and serve until `shutdown` fires.
+pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, options: HttpOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr).await?;
+    tracing::info!("serving MCP at http://{}/mcp", listener.local_addr()?);
+    serve_on(listener, shared, options, shutdown).await
+}
+
+/// Serve on an already bound listener (tests bind port 0 and read the address first).
+pub async fn serve_on(listener: TcpListener, shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let app = router(shared, options, shutdown.clone());
+    // Without TCP_NODELAY an SSE response waits on Nagle and delayed ACKs (~40 ms).
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
+    axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled_owned().await }).await?;
+    Ok(())
+}
+
+fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<String>) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}});
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+}
+
+async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match http_body_util::Limited::new(body, guard.options.max_body_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                -32600,
+                format!("request body exceeds the limit of {} bytes", guard.options.max_body_bytes),
+            );
+        }
+    };
+    let value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(e) => return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32700, format!("Parse error: {e}")),
+    };
+    match &value {
+        Value::Array(items) => return batch(&guard, parts, items).await,
+        Value::Object(_) => {
+            if let Err(response) = check_message(&value) {
+                return response;
+            }
+            if value.get("method").and_then(Value::as_str) == Some("initialize") {
+                let live = guard.sessions.sessions.read().await.len();
+                if live >= guard.options.max_sessions {
+                    return jsonrpc_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        value.get("id").cloned().unwrap_or(Value::Null),
+                        -32000,
+                        format!("the server has reached its limit of {live} live sessions; try again later"),
+                    );
+                }
+            }
+        }
+        _ => return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: expected a JSON-RPC object"),
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// Reject what rmcp would answer with a bare 415: a JSON object that is not a JSON-RPC
+/// message it understands (e.g. no `method`).
+fn check_message(value: &Value) -> Result<(), Response> {
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+    }
+    if value.get("method").is_none() && value.get("result").is_none() && value.get("error").is_none() {
+        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, "Invalid Request: missing \"method\""));
+    }
+    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, format!("Invalid Request: {e}")));
+    }
+    Ok(())
+}
+
+/// JSON-RPC batches (2025-03-26 only): each element is served as if posted alone, and the
+/// responses come back as one JSON array.
+async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]) -> Response {
+    let version = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
+    if version.is_some_and(|v| v != "2025-03-26") {
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            "Invalid Request: JSON-RPC batches are only part of protocol revision 2025-03-26",
+        );
+    }
+    if items.is_empty() {
+        return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: empty batch");
+    }
+    let mut responses = Vec::new();
+    for item in items {
+        let id = item.get("id").cloned().unwrap_or(Value::Null);
+        if item.get("method").and_then(Value::as_str) == Some("initialize") {
+            responses.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "initialize must not be part of a batch"}}));
+            continue;
+        }
+        if let Err(response) = check_message(item) {
+            responses.extend(read_messages(response).await);
+            continue;
+        }
+        let mut request = Request::from_parts(parts.clone(), Body::from(item.to_string()));
+        request.headers_mut().remove(header::CONTENT_LENGTH);
+        let response = guard.service.handle(request).await.map(Body::new);
+        let is_request = item.get("method").is_some() && item.get("id").is_some();
+        let messages = read_messages(response.into_response()).await;
+        if is_request {
+            match messages.into_iter().find(|m| m.get("id") == Some(&id) && m.get("method").is_none()) {
+                Some(message) => responses.push(message),
+                None => responses.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "no response"}})),
+            }
+        }
+    }
+    if responses.is_empty() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Value::Array(responses).to_string())
+        .into_response()
+}
+
+/// The JSON-RPC messages in a response body, whether JSON or an SSE stream.
+async fn read_messages(response: Response) -> Vec<Value> {
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let status = response.status();
+    let bytes: Bytes = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    if is_sse {
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    } else {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Array(items)) => items,
+            Ok(value) => vec![value],
+            Err(_) if !status.is_success() => vec![json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}})],
+            Err(_) => Vec::new(),
+        }
+    }
+}
