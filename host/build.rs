@@ -1,5 +1,6 @@
 //! Builds every plugin in `plugins/` for `wasm32-wasip2` and leaves each component at
-//! `target/plugins/<name>.wasm` (an interface tests and the benchmark rely on). The bundled
+//! `target/plugins/<name>.wasm` (an interface tests and the benchmark rely on); test-only
+//! plugins from `plugins/testing/` land in `target/plugins/testing/`. The bundled
 //! example plugins are then embedded in the `capsule` binary.
 //!
 //! The nested cargo uses its own target directory (`target/wasm`) so it never waits on the
@@ -45,17 +46,26 @@ fn main() -> Result<()> {
     }
     let status = cmd.status().context("running cargo for the plugins")?;
     if !status.success() {
-        bail!("building the plugins for wasm32-wasip2 failed ({status}); is the target installed? `rustup target add wasm32-wasip2`");
+        bail!(
+            "building the plugins for wasm32-wasip2 failed ({status}); is the target installed? `rustup target add wasm32-wasip2`"
+        );
     }
 
+    // Test-only plugins (plugins/testing/*) go to a subdirectory, so serving
+    // target/plugins never picks them up.
+    let testing: Vec<String> = fs::read_dir(root.join("plugins").join("testing"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().replace('-', "_"))
+        .collect();
     let built = wasm_target.join("wasm32-wasip2").join("release");
     let out = target.join("plugins");
-    fs::create_dir_all(&out)?;
+    fs::create_dir_all(out.join("testing"))?;
     for entry in fs::read_dir(&built)? {
         let path = entry?.path();
+        let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
         if path.extension().is_some_and(|e| e == "wasm") {
-            let name = path.file_name().context("file name")?.to_string_lossy().replace('_', "-");
-            copy_if_changed(&path, &out.join(name))?;
+            let dir = if testing.contains(&stem) { out.join("testing") } else { out.clone() };
+            copy_if_changed(&path, &dir.join(format!("{}.wasm", stem.replace('_', "-"))))?;
         }
     }
 

@@ -18,7 +18,9 @@ use crate::runtime::{Plugin, types};
 #[derive(Debug, Error)]
 pub enum CatalogError {
     /// Two plugins (or one plugin twice) provide the same name.
-    #[error("{kind} {name:?} is provided by both plugin {first} and plugin {second}; rename one or load only one of them")]
+    #[error(
+        "{kind} {name:?} is provided by both plugin {first} and plugin {second}; rename one or load only one of them"
+    )]
     Collision { kind: &'static str, name: String, first: String, second: String },
     /// A tool's input or output schema is not a usable JSON Schema.
     #[error("plugin {plugin}: tool {tool}: {which} schema is invalid: {reason}")]
@@ -125,16 +127,37 @@ fn parse_schema(plugin: &str, tool: &str, which: &'static str, text: &str) -> Re
     }
 }
 
-fn compile(plugin: &str, tool: &str, which: &'static str, schema: &Map<String, Value>) -> Result<jsonschema::Validator, CatalogError> {
+fn compile(
+    plugin: &str,
+    tool: &str,
+    which: &'static str,
+    schema: &Map<String, Value>,
+) -> Result<jsonschema::Validator, CatalogError> {
     // Without the `resolve-http`/`resolve-file` features jsonschema cannot fetch remote
     // `$ref`s, so a schema can never make the host reach the network or the filesystem.
-    jsonschema::validator_for(&Value::Object(schema.clone()))
-        .map_err(|e| CatalogError::Schema { plugin: plugin.into(), tool: tool.into(), which, reason: e.to_string() })
+    jsonschema::validator_for(&Value::Object(schema.clone())).map_err(|e| CatalogError::Schema {
+        plugin: plugin.into(),
+        tool: tool.into(),
+        which,
+        reason: e.to_string(),
+    })
 }
 
-fn claim(index: &mut HashMap<String, usize>, owners: impl Fn(usize) -> String, kind: &'static str, name: &str, plugin: &str, at: usize) -> Result<(), CatalogError> {
+fn claim(
+    index: &mut HashMap<String, usize>,
+    owners: impl Fn(usize) -> String,
+    kind: &'static str,
+    name: &str,
+    plugin: &str,
+    at: usize,
+) -> Result<(), CatalogError> {
     if let Some(&existing) = index.get(name) {
-        return Err(CatalogError::Collision { kind, name: name.into(), first: owners(existing), second: plugin.into() });
+        return Err(CatalogError::Collision {
+            kind,
+            name: name.into(),
+            first: owners(existing),
+            second: plugin.into(),
+        });
     }
     index.insert(name.to_owned(), at);
     Ok(())
@@ -150,26 +173,45 @@ impl Catalog {
             for tool in &manifest.tools {
                 check_tool_name(name, &tool.name)?;
                 let input_schema = parse_schema(name, &tool.name, "input", &tool.input_schema)?;
-                let output_schema = tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
+                let output_schema =
+                    tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
                 let entry = ToolEntry {
                     input_validator: compile(name, &tool.name, "input", &input_schema)?,
-                    output_validator: output_schema.as_ref().map(|s| compile(name, &tool.name, "output", s)).transpose()?,
+                    output_validator: output_schema
+                        .as_ref()
+                        .map(|s| compile(name, &tool.name, "output", s))
+                        .transpose()?,
                     plugin: plugin.clone(),
                     tool: tool.clone(),
                     input_schema: Arc::new(input_schema),
                     output_schema: output_schema.map(Arc::new),
                 };
                 let tools = &catalog.tools;
-                claim(&mut catalog.tool_index, |i| tools[i].plugin.name().into(), "tool", &tool.name, name, tools.len())?;
+                claim(
+                    &mut catalog.tool_index,
+                    |i| tools[i].plugin.name().into(),
+                    "tool",
+                    &tool.name,
+                    name,
+                    tools.len(),
+                )?;
                 catalog.tools.push(entry);
             }
             for resource in &manifest.resources {
                 let resources = &catalog.resources;
-                claim(&mut catalog.resource_index, |i| resources[i].plugin.name().into(), "resource", &resource.uri, name, resources.len())?;
+                claim(
+                    &mut catalog.resource_index,
+                    |i| resources[i].plugin.name().into(),
+                    "resource",
+                    &resource.uri,
+                    name,
+                    resources.len(),
+                )?;
                 catalog.resources.push(ResourceEntry { plugin: plugin.clone(), resource: resource.clone() });
             }
             for template in &manifest.templates {
-                if let Some(other) = catalog.templates.iter().find(|t| t.template.uri_template == template.uri_template) {
+                if let Some(other) = catalog.templates.iter().find(|t| t.template.uri_template == template.uri_template)
+                {
                     return Err(CatalogError::Collision {
                         kind: "resource template",
                         name: template.uri_template.clone(),
@@ -185,7 +227,14 @@ impl Catalog {
             }
             for prompt in &manifest.prompts {
                 let prompts = &catalog.prompts;
-                claim(&mut catalog.prompt_index, |i| prompts[i].plugin.name().into(), "prompt", &prompt.name, name, prompts.len())?;
+                claim(
+                    &mut catalog.prompt_index,
+                    |i| prompts[i].plugin.name().into(),
+                    "prompt",
+                    &prompt.name,
+                    name,
+                    prompts.len(),
+                )?;
                 catalog.prompts.push(PromptEntry { plugin: plugin.clone(), prompt: prompt.clone() });
             }
         }
@@ -246,9 +295,30 @@ impl Catalog {
 pub fn page<'a, T>(items: &'a [T], cursor: Option<&str>, size: usize) -> Result<(&'a [T], Option<String>), String> {
     let start = match cursor {
         None => 0,
-        Some(c) => c.parse::<usize>().ok().filter(|&s| s <= items.len()).ok_or_else(|| format!("invalid cursor {c:?}"))?,
+        Some(c) => {
+            c.parse::<usize>().ok().filter(|&s| s <= items.len()).ok_or_else(|| format!("invalid cursor {c:?}"))?
+        }
     };
     let end = (start + size).min(items.len());
     let next = (end < items.len()).then(|| end.to_string());
     Ok((&items[start..end], next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page;
+
+    #[test]
+    fn pages_walk_the_whole_list_and_reject_bad_cursors() {
+        let items: Vec<u32> = (0..7).collect();
+        let (first, next) = page(&items, None, 3).unwrap();
+        assert_eq!(first, &[0, 1, 2]);
+        let (second, next) = page(&items, next.as_deref(), 3).unwrap();
+        assert_eq!(second, &[3, 4, 5]);
+        let (last, next) = page(&items, next.as_deref(), 3).unwrap();
+        assert_eq!((last, next), (&[6][..], None));
+        assert!(page(&items, Some("8"), 3).is_err());
+        assert!(page(&items, Some("abc"), 3).is_err());
+        assert_eq!(page(&items, Some("7"), 3).unwrap(), (&[][..], None));
+    }
 }

@@ -221,19 +221,14 @@ impl IntoReadResult for String {
 
 impl IntoReadResult for Vec<u8> {
     fn into_read(self, uri: &str, mime_type: Option<&str>) -> Result<Outcome<Vec<Content>>, Error> {
-        Ok(Outcome::Done(vec![resource_content(
-            uri,
-            mime_type.or(Some("application/octet-stream")),
-            None,
-            Some(self),
-        )]))
+        Ok(Outcome::Done(vec![resource_content(uri, mime_type.or(Some("application/octet-stream")), None, Some(self))]))
     }
 }
 
 impl<T: Serialize> IntoReadResult for Json<T> {
     fn into_read(self, uri: &str, _mime_type: Option<&str>) -> Result<Outcome<Vec<Content>>, Error> {
-        let text = serde_json::to_string(&self.0)
-            .map_err(|e| Error::Failed(format!("could not serialize {uri}: {e}")))?;
+        let text =
+            serde_json::to_string(&self.0).map_err(|e| Error::Failed(format!("could not serialize {uri}: {e}")))?;
         Ok(Outcome::Done(vec![resource_content(uri, Some("application/json"), Some(text), None)]))
     }
 }
@@ -242,9 +237,7 @@ impl<T: Serialize> IntoReadResult for Json<T> {
 impl IntoReadResult for Vec<Content> {
     fn into_read(self, uri: &str, _mime_type: Option<&str>) -> Result<Outcome<Vec<Content>>, Error> {
         if self.iter().any(|c| !matches!(c, Content::ResourceText { .. } | Content::ResourceBlob { .. })) {
-            return Err(Error::Failed(format!(
-                "{uri}: a resource read may only return embedded resource contents"
-            )));
+            return Err(Error::Failed(format!("{uri}: a resource read may only return embedded resource contents")));
         }
         Ok(Outcome::Done(self))
     }

@@ -182,15 +182,17 @@ impl Ask {
 
     /// Ask the user to fill a form whose schema is derived from `T`.
     pub fn form_for<T: JsonSchema>(self, key: impl Into<String>, message: impl Into<String>) -> Self {
-        let mut schema = crate::registry::schema_value::<T>();
-        if let Some(map) = schema.as_object_mut() {
-            map.remove("title");
-        }
-        self.form(key, message, schema)
+        self.form(key, message, crate::registry::schema_value::<T>())
     }
 
     /// Ask the user to complete an interaction at `url`.
-    pub fn url(mut self, key: impl Into<String>, message: impl Into<String>, url: impl Into<String>, id: impl Into<String>) -> Self {
+    pub fn url(
+        mut self,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        url: impl Into<String>,
+        id: impl Into<String>,
+    ) -> Self {
         self.requests.push((key.into(), AskItem::Url { message: message.into(), url: url.into(), id: id.into() }));
         self
     }

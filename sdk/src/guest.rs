@@ -122,11 +122,7 @@ fn context_from_wit(context: wit::RequestContext) -> Context {
             sampling: caps.sampling,
             roots: caps.roots,
         },
-        responses: context
-            .responses
-            .into_iter()
-            .map(|r| (r.key, response_from_wit(r.response)))
-            .collect(),
+        responses: context.responses.into_iter().map(|r| (r.key, response_from_wit(r.response))).collect(),
         state: context.state,
     }
 }
@@ -168,19 +164,21 @@ fn ask_to_wit(ask: Ask) -> wit::InputRequired {
                     AskItem::Url { message, url, id } => {
                         wit::InputRequest::ElicitUrl(wit::ElicitUrl { message, url, elicitation_id: id })
                     }
-                    AskItem::Sample { messages, system, max_tokens } => wit::InputRequest::Sample(wit::SamplingRequest {
-                        messages: messages
-                            .into_iter()
-                            .map(|(role, content)| wit::SamplingMessage {
-                                role: role_to_wit(role),
-                                content: content_to_wit(content),
-                            })
-                            .collect(),
-                        system_prompt: system,
-                        max_tokens,
-                        temperature: None,
-                        stop_sequences: Vec::new(),
-                    }),
+                    AskItem::Sample { messages, system, max_tokens } => {
+                        wit::InputRequest::Sample(wit::SamplingRequest {
+                            messages: messages
+                                .into_iter()
+                                .map(|(role, content)| wit::SamplingMessage {
+                                    role: role_to_wit(role),
+                                    content: content_to_wit(content),
+                                })
+                                .collect(),
+                            system_prompt: system,
+                            max_tokens,
+                            temperature: None,
+                            stop_sequences: Vec::new(),
+                        })
+                    }
                     AskItem::Roots => wit::InputRequest::ListRoots,
                 },
             })
@@ -203,7 +201,10 @@ impl<P: Register> tools::Guest for Exports<P> {
             .tools
             .iter()
             .map(|t| {
-                let has_hints = t.read_only.is_some() || t.destructive.is_some() || t.idempotent.is_some() || t.open_world.is_some();
+                let has_hints = t.read_only.is_some()
+                    || t.destructive.is_some()
+                    || t.idempotent.is_some()
+                    || t.open_world.is_some();
                 tools::Tool {
                     name: t.name.clone(),
                     title: t.title.clone(),
@@ -318,7 +319,11 @@ impl<P: Register> prompts::Guest for Exports<P> {
             .collect()
     }
 
-    fn get(name: String, arguments: Vec<(String, String)>, context: wit::RequestContext) -> Result<prompts::GetOutcome, wit::Error> {
+    fn get(
+        name: String,
+        arguments: Vec<(String, String)>,
+        context: wit::RequestContext,
+    ) -> Result<prompts::GetOutcome, wit::Error> {
         let prompt = registry::<P>()
             .prompts
             .iter()

@@ -36,12 +36,12 @@ mod context;
 mod guest;
 mod registry;
 
+pub use capsule_uri_template::UriVariables;
 pub use content::{Content, Error, IntoPromptResult, IntoReadResult, IntoToolResult, Json, ToolResult};
 pub use context::{Ask, ClientCapabilities, Context, ElicitAction, InputResponse, LogLevel, Root};
 pub use registry::{
     Handler, ListKind, NoArgs, Outcome, Plugin, PromptMessage, ResourceOptions, Role, TemplateOptions, ToolOptions,
 };
-pub use capsule_uri_template::UriVariables;
 
 pub use schemars::{self, JsonSchema};
 pub use serde::{self, Deserialize, Serialize};
@@ -50,9 +50,8 @@ pub use serde_json::{self, Value, json};
 /// Everything a plugin usually needs.
 pub mod prelude {
     pub use crate::{
-        Ask, Content, Context, Deserialize, ElicitAction, InputResponse, Json, JsonSchema,
-        LogLevel, NoArgs, Outcome, Plugin, PromptMessage, Role, Serialize, ToolOptions,
-        ToolResult, UriVariables, Value, json,
+        Ask, Content, Context, Deserialize, ElicitAction, InputResponse, Json, JsonSchema, LogLevel, NoArgs, Outcome,
+        Plugin, PromptMessage, Role, Serialize, ToolOptions, ToolResult, UriVariables, Value, json,
     };
 }
 
@@ -77,7 +76,7 @@ macro_rules! plugin {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::guest::{Exports, Register};
     pub use crate::guest::bindings;
     pub use crate::guest::bindings::export;
+    pub use crate::guest::{Exports, Register};
 }

@@ -64,10 +64,49 @@ pub enum ListKind {
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 pub struct NoArgs {}
 
+/// Formats defined by JSON Schema 2020-12. schemars also emits Rust-specific ones (`uint`,
+/// `int32`, `double`...) that validators reject or warn about, so those are dropped.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+fn drop_nonstandard_formats(schema: &mut schemars::Schema) {
+    if let Some(map) = schema.as_object_mut()
+        && map.get("format").and_then(Value::as_str).is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+    {
+        map.remove("format");
+    }
+    schemars::transform::transform_subschemas(&mut drop_nonstandard_formats, schema);
+}
+
 /// The JSON Schema of `T` as a value, with the draft marker kept (MCP defaults to 2020-12).
 pub(crate) fn schema_value<T: JsonSchema>() -> Value {
-    let mut schema = schemars::schema_for!(T).to_value();
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .with_transform(drop_nonstandard_formats)
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     if let Some(map) = schema.as_object_mut() {
+        // The root title is the Rust type's name: noise to a model reading the schema.
+        map.remove("title");
         map.entry("type").or_insert_with(|| Value::String("object".into()));
     }
     schema
@@ -285,7 +324,13 @@ impl Plugin {
 
     /// Register a family of resources under an RFC 6570 URI template such as
     /// `notes://{id}`; the handler receives the template's variables.
-    pub fn template<M, H>(&mut self, uri_template: &str, name: &str, mime_type: Option<&str>, handler: H) -> &mut TemplateOptions
+    pub fn template<M, H>(
+        &mut self,
+        uri_template: &str,
+        name: &str,
+        mime_type: Option<&str>,
+        handler: H,
+    ) -> &mut TemplateOptions
     where
         H: Handler<UriVariables, M>,
         H::Output: IntoReadResult,

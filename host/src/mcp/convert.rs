@@ -7,7 +7,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use rmcp::model::{
-    CallToolResult, ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource, ResourceContents, ResourceTemplate, Role, Tool, ToolAnnotations,
+    CallToolResult, ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource, ResourceContents,
+    ResourceTemplate, Role, Tool, ToolAnnotations,
 };
 use serde_json::{Map, Value, json};
 
@@ -59,7 +60,8 @@ pub fn prompt(p: &wit::Prompt) -> Prompt {
             arg
         })
         .collect::<Vec<_>>();
-    let mut prompt = Prompt::new(p.name.clone(), Some(p.description.clone()), (!arguments.is_empty()).then_some(arguments));
+    let mut prompt =
+        Prompt::new(p.name.clone(), Some(p.description.clone()), (!arguments.is_empty()).then_some(arguments));
     prompt.title = p.title.clone();
     prompt
 }
@@ -207,7 +209,8 @@ pub fn input_response(value: &Value) -> wit::InputResponse {
                 .collect(),
         );
     }
-    if let (Some(role_value), Some(content_value)) = (object.get("role").and_then(Value::as_str), object.get("content")) {
+    if let (Some(role_value), Some(content_value)) = (object.get("role").and_then(Value::as_str), object.get("content"))
+    {
         // Sampling content may be a single block or (2025-11-25) an array of blocks.
         let block = match content_value {
             Value::Array(items) => items.first().cloned().unwrap_or(Value::Null),

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, InputRequest,
-    InputRequests, InputRequiredResult, ListRootsRequest, ServerRequest,
+    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
+    InputRequest, InputRequests, InputRequiredResult, ListRootsRequest, ServerRequest,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -37,7 +37,10 @@ pub fn plugin_capabilities(caps: Option<&ClientCapabilities>) -> wit::ClientCapa
 }
 
 /// The capabilities `requests` need that the client did not declare, as a -32021 error.
-pub fn check_capabilities(requests: &[wit::KeyedInputRequest], client: &wit::ClientCapabilities) -> Result<(), ErrorData> {
+pub fn check_capabilities(
+    requests: &[wit::KeyedInputRequest],
+    client: &wit::ClientCapabilities,
+) -> Result<(), ErrorData> {
     let mut missing = json!({});
     for r in requests {
         let (name, value, ok) = match &r.request {
@@ -58,11 +61,16 @@ pub fn check_capabilities(requests: &[wit::KeyedInputRequest], client: &wit::Cli
 }
 
 /// Build the `input_required` result for a 2026-07-28 client, sealing the plugin's state.
-pub fn input_required_result(ir: &wit::InputRequired, codec: &StateCodec, bound_to: &str) -> Result<InputRequiredResult, ErrorData> {
+pub fn input_required_result(
+    ir: &wit::InputRequired,
+    codec: &StateCodec,
+    bound_to: &str,
+) -> Result<InputRequiredResult, ErrorData> {
     let mut requests = InputRequests::new();
     for r in &ir.requests {
-        let request: InputRequest = serde_json::from_value(convert::input_request_json(&r.request))
-            .map_err(|e| ErrorData::internal_error(format!("the plugin asked for input the protocol cannot express: {e}"), None))?;
+        let request: InputRequest = serde_json::from_value(convert::input_request_json(&r.request)).map_err(|e| {
+            ErrorData::internal_error(format!("the plugin asked for input the protocol cannot express: {e}"), None)
+        })?;
         requests.insert(r.key.clone(), request);
     }
     let state = ir.state.as_deref().map(|s| codec.seal(s, bound_to));
@@ -80,14 +88,16 @@ pub fn retry_context(
     codec: &StateCodec,
     bound_to: &str,
 ) -> Result<wit::RequestContext, ErrorData> {
-    let state = state
-        .map(|s| codec.open(s, bound_to))
-        .transpose()
-        .map_err(|_| ErrorData::invalid_params("requestState is invalid, expired, or belongs to another request", None))?;
+    let state = state.map(|s| codec.open(s, bound_to)).transpose().map_err(|_| {
+        ErrorData::invalid_params("requestState is invalid, expired, or belongs to another request", None)
+    })?;
     let responses = responses
         .map(|r| {
             r.iter()
-                .map(|(key, value)| wit::KeyedInputResponse { key: key.clone(), response: convert::input_response(value) })
+                .map(|(key, value)| wit::KeyedInputResponse {
+                    key: key.clone(),
+                    response: convert::input_response(value),
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -104,22 +114,30 @@ pub async fn ask_legacy_client(
     for r in requests {
         let json = convert::input_request_json(&r.request);
         let params = json.get("params").cloned().unwrap_or(Value::Null);
-        let bad = |e: serde_json::Error| ErrorData::internal_error(format!("the plugin's input request is malformed: {e}"), None);
+        let bad = |e: serde_json::Error| {
+            ErrorData::internal_error(format!("the plugin's input request is malformed: {e}"), None)
+        };
         let request = match &r.request {
-            wit::InputRequest::ElicitForm(_) | wit::InputRequest::ElicitUrl(_) => {
-                ServerRequest::ElicitRequest(ElicitRequest::new(serde_json::from_value::<ElicitRequestParams>(params).map_err(bad)?))
-            }
+            wit::InputRequest::ElicitForm(_) | wit::InputRequest::ElicitUrl(_) => ServerRequest::ElicitRequest(
+                ElicitRequest::new(serde_json::from_value::<ElicitRequestParams>(params).map_err(bad)?),
+            ),
             wit::InputRequest::Sample(_) => ServerRequest::CreateMessageRequest(CreateMessageRequest::new(
                 serde_json::from_value::<CreateMessageRequestParams>(params).map_err(bad)?,
             )),
             wit::InputRequest::ListRoots => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
         };
-        let answer = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, cx.peer.send_request(request))
-            .await
-            .map_err(|_| ErrorData::internal_error(format!("the client did not answer the {} request in time", method(&r.request)), None))?;
+        let answer =
+            tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, cx.peer.send_request(request)).await.map_err(|_| {
+                ErrorData::internal_error(
+                    format!("the client did not answer the {} request in time", method(&r.request)),
+                    None,
+                )
+            })?;
         let response = match answer {
             Ok(result) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
-            Err(e) => wit::InputResponse::Invalid(format!("the client refused the {} request: {e}", method(&r.request))),
+            Err(e) => {
+                wit::InputResponse::Invalid(format!("the client refused the {} request: {e}", method(&r.request)))
+            }
         };
         responses.push(wit::KeyedInputResponse { key: r.key.clone(), response });
     }

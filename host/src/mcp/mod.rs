@@ -19,8 +19,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, ServerCapabilities, ServerConfig, 
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    ReadResourceResponse, ReadResourceResult, Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -83,7 +83,10 @@ fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
     params.as_ref().and_then(|p| p.cursor.as_deref())
 }
 
-fn paged<'a, T>(items: &'a [T], params: &Option<PaginatedRequestParams>) -> Result<(&'a [T], Option<String>), ErrorData> {
+fn paged<'a, T>(
+    items: &'a [T],
+    params: &Option<PaginatedRequestParams>,
+) -> Result<(&'a [T], Option<String>), ErrorData> {
     page(items, cursor(params), PAGE_SIZE).map_err(|e| ErrorData::invalid_params(e, None))
 }
 
@@ -123,7 +126,12 @@ enum Round {
     Ask(wit::InputRequired),
 }
 
-async fn call_plugin(plugin: &Plugin, op: &Op<'_>, context: &wit::RequestContext, events: Events) -> Result<Round, CallError> {
+async fn call_plugin(
+    plugin: &Plugin,
+    op: &Op<'_>,
+    context: &wit::RequestContext,
+    events: Events,
+) -> Result<Round, CallError> {
     Ok(match *op {
         Op::Tool { name, arguments } => match plugin.call_tool(name, arguments, context, events).await? {
             Ok(wit::CallOutcome::Complete(result)) => Round::Done(Done::Tool(Ok(result))),
@@ -165,7 +173,13 @@ impl CapsuleServer {
 
     /// Run one round of a plugin call with its events forwarded, stopping it if the request
     /// is cancelled.
-    async fn run(&self, cx: &RequestContext<RoleServer>, plugin: &Plugin, op: &Op<'_>, context: &wit::RequestContext) -> Result<Round, CallError> {
+    async fn run(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        plugin: &Plugin,
+        op: &Op<'_>,
+        context: &wit::RequestContext,
+    ) -> Result<Round, CallError> {
         let (events, forward) = events::channel(cx.ct.clone(), self.route(cx, plugin));
         let work = async {
             tokio::select! {
@@ -201,12 +215,17 @@ impl CapsuleServer {
             };
             input::check_capabilities(&ir.requests, &client).map_err(Failure::Protocol)?;
             if modern {
-                return input::input_required_result(&ir, &self.shared.codec, bound_to).map(Rounds::InputRequired).map_err(Failure::Protocol);
+                return input::input_required_result(&ir, &self.shared.codec, bound_to)
+                    .map(Rounds::InputRequired)
+                    .map_err(Failure::Protocol);
             }
             let responses = input::ask_legacy_client(&ir.requests, cx).await.map_err(Failure::Protocol)?;
             context = wit::RequestContext { client, responses, state: ir.state };
         }
-        Err(Failure::Call(CallError::Host(format!("the plugin kept asking for input after {} rounds", input::MAX_ROUNDS))))
+        Err(Failure::Call(CallError::Host(format!(
+            "the plugin kept asking for input after {} rounds",
+            input::MAX_ROUNDS
+        ))))
     }
 }
 
@@ -261,7 +280,11 @@ impl ServerHandler for CapsuleServer {
         self.shared.sessions.register(cx.peer.clone());
     }
 
-    async fn list_tools(&self, params: Option<PaginatedRequestParams>, _cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (tools, next) = paged(catalog.tools(), &params)?;
         let mut result = ListToolsResult::with_all_items(tools.iter().map(convert::tool).collect());
@@ -269,10 +292,17 @@ impl ServerHandler for CapsuleServer {
         Ok(result)
     }
 
-    async fn call_tool(&self, params: CallToolRequestParams, cx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let catalog = self.shared.catalog();
         let Some(entry) = catalog.tool(&params.name) else {
-            return Err(ErrorData::invalid_params(format!("Unknown tool: {}", params.name), Some(json!({"name": params.name}))));
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {}", params.name),
+                Some(json!({"name": params.name})),
+            ));
         };
         let arguments = Value::Object(params.arguments.clone().unwrap_or_default());
         if let Err(problems) = entry.validate_arguments(&arguments) {
@@ -291,16 +321,28 @@ impl ServerHandler for CapsuleServer {
         let failed = |message: String| Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]).into());
         match outcome {
             Ok(Rounds::Done(Done::Tool(Ok(result)))) => {
-                let structured = match result.structured_content.as_deref().map(serde_json::from_str::<Value>).transpose() {
-                    Ok(structured) => structured,
-                    Err(e) => return failed(format!("Tool {} returned structured content that is not JSON: {e}", params.name)),
-                };
+                let structured =
+                    match result.structured_content.as_deref().map(serde_json::from_str::<Value>).transpose() {
+                        Ok(structured) => structured,
+                        Err(e) => {
+                            return failed(format!(
+                                "Tool {} returned structured content that is not JSON: {e}",
+                                params.name
+                            ));
+                        }
+                    };
                 if let (Some(value), false) = (&structured, result.is_error) {
                     if let Err(problems) = entry.validate_output(value) {
-                        return failed(format!("Tool {} returned output that does not match its output schema: {problems}", params.name));
+                        return failed(format!(
+                            "Tool {} returned output that does not match its output schema: {problems}",
+                            params.name
+                        ));
                     }
                 } else if entry.output_schema.is_some() && !result.is_error {
-                    return failed(format!("Tool {} declares an output schema but returned no structured content", params.name));
+                    return failed(format!(
+                        "Tool {} declares an output schema but returned no structured content",
+                        params.name
+                    ));
                 }
                 Ok(convert::tool_result(&result, structured, links_supported(&cx)).into())
             }
@@ -314,10 +356,15 @@ impl ServerHandler for CapsuleServer {
         }
     }
 
-    async fn list_resources(&self, params: Option<PaginatedRequestParams>, _cx: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (resources, next) = paged(catalog.resources(), &params)?;
-        let mut result = ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
+        let mut result =
+            ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
         result.next_cursor = next;
         Ok(result)
     }
@@ -329,12 +376,18 @@ impl ServerHandler for CapsuleServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (templates, next) = paged(catalog.templates(), &params)?;
-        let mut result = ListResourceTemplatesResult::with_all_items(templates.iter().map(|t| convert::template(&t.template)).collect());
+        let mut result = ListResourceTemplatesResult::with_all_items(
+            templates.iter().map(|t| convert::template(&t.template)).collect(),
+        );
         result.next_cursor = next;
         Ok(result)
     }
 
-    async fn read_resource(&self, params: ReadResourceRequestParams, cx: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let not_found = |message: String| ErrorData::resource_not_found(message, Some(json!({"uri": params.uri})));
         let catalog = self.shared.catalog();
         let Some(plugin) = catalog.resource_owner(&params.uri).cloned() else {
@@ -344,7 +397,9 @@ impl ServerHandler for CapsuleServer {
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(&cx, &plugin, Op::Read { uri: &params.uri }, &bound_to, retry).await;
         match outcome {
-            Ok(Rounds::Done(Done::Read(Ok(contents)))) if contents.is_empty() => Err(not_found(format!("Resource not found: {}", params.uri))),
+            Ok(Rounds::Done(Done::Read(Ok(contents)))) if contents.is_empty() => {
+                Err(not_found(format!("Resource not found: {}", params.uri)))
+            }
             Ok(Rounds::Done(Done::Read(Ok(contents)))) => {
                 Ok(ReadResourceResult::new(contents.iter().map(convert::resource_contents).collect()).into())
             }
@@ -356,41 +411,74 @@ impl ServerHandler for CapsuleServer {
         }
     }
 
-    async fn subscribe(&self, params: SubscribeRequestParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn subscribe(
+        &self,
+        params: SubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         if self.shared.catalog().resource_owner(&params.uri).is_none() {
-            return Err(ErrorData::resource_not_found(format!("Resource not found: {}", params.uri), Some(json!({"uri": params.uri}))));
+            return Err(ErrorData::resource_not_found(
+                format!("Resource not found: {}", params.uri),
+                Some(json!({"uri": params.uri})),
+            ));
         }
         self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).insert(params.uri);
         Ok(())
     }
 
-    async fn unsubscribe(&self, params: UnsubscribeRequestParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn unsubscribe(
+        &self,
+        params: UnsubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&params.uri);
         Ok(())
     }
 
-    async fn list_prompts(&self, params: Option<PaginatedRequestParams>, _cx: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
+    async fn list_prompts(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (prompts, next) = paged(catalog.prompts(), &params)?;
-        let mut result = ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
+        let mut result =
+            ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
         result.next_cursor = next;
         Ok(result)
     }
 
-    async fn get_prompt(&self, params: GetPromptRequestParams, cx: RequestContext<RoleServer>) -> Result<GetPromptResponse, ErrorData> {
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
         let catalog = self.shared.catalog();
         let Some(entry) = catalog.prompt(&params.name) else {
-            return Err(ErrorData::invalid_params(format!("Unknown prompt: {}", params.name), Some(json!({"name": params.name}))));
+            return Err(ErrorData::invalid_params(
+                format!("Unknown prompt: {}", params.name),
+                Some(json!({"name": params.name})),
+            ));
         };
         let mut arguments = Vec::new();
         for (name, value) in params.arguments.iter().flatten() {
             match value {
                 Value::String(s) => arguments.push((name.clone(), s.clone())),
-                other => return Err(ErrorData::invalid_params(format!("prompt argument {name} must be a string, got {other}"), None)),
+                other => {
+                    return Err(ErrorData::invalid_params(
+                        format!("prompt argument {name} must be a string, got {other}"),
+                        None,
+                    ));
+                }
             }
         }
-        if let Some(missing) = entry.prompt.arguments.iter().find(|a| a.required && !arguments.iter().any(|(n, _)| n == &a.name)) {
-            return Err(ErrorData::invalid_params(format!("prompt {} needs argument {}", params.name, missing.name), None));
+        if let Some(missing) =
+            entry.prompt.arguments.iter().find(|a| a.required && !arguments.iter().any(|(n, _)| n == &a.name))
+        {
+            return Err(ErrorData::invalid_params(
+                format!("prompt {} needs argument {}", params.name, missing.name),
+                None,
+            ));
         }
         let plugin = entry.plugin.clone();
         let bound_to = format!("prompts/get\0{}", params.name);
@@ -398,8 +486,12 @@ impl ServerHandler for CapsuleServer {
         let op = Op::Prompt { name: &params.name, arguments: &arguments };
         let outcome = self.with_input(&cx, &plugin, op, &bound_to, retry).await;
         match outcome {
-            Ok(Rounds::Done(Done::Prompt(Ok(result)))) => Ok(convert::prompt_result(&result, links_supported(&cx)).into()),
-            Ok(Rounds::Done(Done::Prompt(Err(error)))) => Err(plugin_error(error, |m| ErrorData::invalid_params(m, None))),
+            Ok(Rounds::Done(Done::Prompt(Ok(result)))) => {
+                Ok(convert::prompt_result(&result, links_supported(&cx)).into())
+            }
+            Ok(Rounds::Done(Done::Prompt(Err(error)))) => {
+                Err(plugin_error(error, |m| ErrorData::invalid_params(m, None)))
+            }
             Ok(Rounds::Done(_)) => unreachable!("a prompt get finishes as a prompt"),
             Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
             Err(Failure::Protocol(error)) => Err(error),
@@ -407,15 +499,26 @@ impl ServerHandler for CapsuleServer {
         }
     }
 
-    async fn complete(&self, params: CompleteRequestParams, cx: RequestContext<RoleServer>) -> Result<CompleteResult, ErrorData> {
+    async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (plugin, reference) = match &params.r#ref {
-            Reference::Prompt(p) => (catalog.prompt(&p.name).map(|e| e.plugin.clone()), wit::Reference::Prompt(p.name.clone())),
-            Reference::Resource(r) => (catalog.template_owner(&r.uri).cloned(), wit::Reference::ResourceTemplate(r.uri.clone())),
+            Reference::Prompt(p) => {
+                (catalog.prompt(&p.name).map(|e| e.plugin.clone()), wit::Reference::Prompt(p.name.clone()))
+            }
+            Reference::Resource(r) => {
+                (catalog.template_owner(&r.uri).cloned(), wit::Reference::ResourceTemplate(r.uri.clone()))
+            }
             _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),
         };
         let Some(plugin) = plugin else {
-            return Err(ErrorData::invalid_params("completion reference names no known prompt or resource template", None));
+            return Err(ErrorData::invalid_params(
+                "completion reference names no known prompt or resource template",
+                None,
+            ));
         };
         if !plugin.manifest().completion {
             return Ok(CompleteResult::new(CompletionInfo::new(Vec::new()).unwrap_or_default()));
@@ -426,11 +529,18 @@ impl ServerHandler for CapsuleServer {
             .and_then(|c| c.arguments.as_ref())
             .map(|args| args.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default();
-        let op = Op::Complete { reference: &reference, argument: &params.argument.name, value: &params.argument.value, context: &context };
+        let op = Op::Complete {
+            reference: &reference,
+            argument: &params.argument.name,
+            value: &params.argument.value,
+            context: &context,
+        };
         let client = input::plugin_capabilities(cx.client_capabilities().as_ref());
         let request = wit::RequestContext { client, responses: Vec::new(), state: None };
         let suggestions = match self.run(&cx, &plugin, &op, &request).await.map_err(|e| call_error(&plugin, e))? {
-            Round::Done(Done::Complete(result)) => result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?,
+            Round::Done(Done::Complete(result)) => {
+                result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?
+            }
             _ => unreachable!("completion never asks for input"),
         };
         let mut values = suggestions.values;
@@ -442,7 +552,11 @@ impl ServerHandler for CapsuleServer {
     }
 
     #[allow(deprecated)]
-    async fn set_level(&self, params: rmcp::model::SetLevelRequestParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn set_level(
+        &self,
+        params: rmcp::model::SetLevelRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         *self.session.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(params.level);
         Ok(())
     }

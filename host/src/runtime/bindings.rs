@@ -7,14 +7,16 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use capsule::plugin::host::{ListKind, LogLevel};
-pub use exports::capsule::plugin::{completion, prompts, resources, tools};
+pub use self::capsule::plugin::host::{ListKind, LogLevel};
+pub use self::exports::capsule::plugin::{completion, prompts, resources, tools};
 
 /// Every WIT type a caller of the runtime needs, in one place.
 pub mod types {
     pub use super::capsule::plugin::types::*;
     pub use super::exports::capsule::plugin::completion::{Reference, Suggestions};
-    pub use super::exports::capsule::plugin::prompts::{GetOutcome, Prompt, PromptArgument, PromptMessage, PromptResult};
+    pub use super::exports::capsule::plugin::prompts::{
+        GetOutcome, Prompt, PromptArgument, PromptMessage, PromptResult,
+    };
     pub use super::exports::capsule::plugin::resources::{ReadOutcome, Resource, ResourceTemplate};
     pub use super::exports::capsule::plugin::tools::{CallOutcome, Tool, ToolAnnotations, ToolResult};
 }

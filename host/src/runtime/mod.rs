@@ -16,10 +16,10 @@ pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use plugin::{Manifest, Plugin};
 
-/// Severity of a plugin log message.
-pub use bindings::LogLevel;
 /// Which plugin list a `list-changed` call names.
 pub use bindings::ListKind;
+/// Severity of a plugin log message.
+pub use bindings::LogLevel;
 
 /// What a running call reports to whoever started it. Implementations must not block: they
 /// are called from inside the plugin's execution.

@@ -46,13 +46,19 @@ fn optional<I>(
     if pre.component().get_export_index(None, export).is_none() {
         return Ok(None);
     }
-    indices(pre)
-        .map(Some)
-        .map_err(|e| LoadError::BadExport { plugin: plugin.to_owned(), export, reason: format!("{e:#}") })
+    indices(pre).map(Some).map_err(|e| LoadError::BadExport {
+        plugin: plugin.to_owned(),
+        export,
+        reason: format!("{e:#}"),
+    })
 }
 
 impl Plugin {
-    pub(crate) async fn link(runtime: Arc<RuntimeInner>, name: &str, component: Component) -> Result<Plugin, LoadError> {
+    pub(crate) async fn link(
+        runtime: Arc<RuntimeInner>,
+        name: &str,
+        component: Component,
+    ) -> Result<Plugin, LoadError> {
         let pre = runtime
             .linker
             .instantiate_pre(&component)
@@ -67,7 +73,11 @@ impl Plugin {
             pre,
             manifest: Manifest::default(),
         };
-        if plugin.tools.is_none() && plugin.resources.is_none() && plugin.prompts.is_none() && plugin.completion.is_none() {
+        if plugin.tools.is_none()
+            && plugin.resources.is_none()
+            && plugin.prompts.is_none()
+            && plugin.completion.is_none()
+        {
             return Err(LoadError::NoExports { plugin: name.to_owned() });
         }
         plugin.manifest = plugin.read_manifest().await?;
@@ -91,7 +101,8 @@ impl Plugin {
         };
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
         if let Some(ix) = &self.tools {
-            manifest.tools = self.run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+            manifest.tools = self
+                .run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
                 .await
                 .map_err(listing("tools"))?;
         }
@@ -106,7 +117,8 @@ impl Plugin {
                 .map_err(listing("resources"))?;
         }
         if let Some(ix) = &self.prompts {
-            manifest.prompts = self.run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+            manifest.prompts = self
+                .run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
                 .await
                 .map_err(listing("prompts"))?;
         }
@@ -129,8 +141,10 @@ impl Plugin {
     ) -> Result<Result<types::CallOutcome, types::Error>, CallError> {
         let ix = self.tools.as_ref().ok_or(CallError::Unsupported("tools"))?;
         let (name, arguments) = (name.to_owned(), arguments.to_owned());
-        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_call(store, &name, &arguments, context).await)
-            .await
+        self.run(events, async |store, instance| {
+            ix.load(&mut *store, instance)?.call_call(store, &name, &arguments, context).await
+        })
+        .await
     }
 
     /// Read a resource.
@@ -154,8 +168,10 @@ impl Plugin {
         events: Events,
     ) -> Result<Result<types::GetOutcome, types::Error>, CallError> {
         let ix = self.prompts.as_ref().ok_or(CallError::Unsupported("prompts"))?;
-        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await)
-            .await
+        self.run(events, async |store, instance| {
+            ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await
+        })
+        .await
     }
 
     /// Suggest completions.
@@ -226,7 +242,10 @@ impl Plugin {
             Some(trap) => CallError::Trap(trap.to_string()),
             None => CallError::Host(format!("{error:#}")),
         };
-        tracing::warn!(plugin = %self.name, "plugin call failed: {failure}; {error:?}");
+        match error.downcast_ref::<wasmtime::WasmBacktrace>() {
+            Some(trace) => tracing::warn!(plugin = %self.name, "plugin call failed: {failure}\n{trace}"),
+            None => tracing::warn!(plugin = %self.name, "plugin call failed: {failure}"),
+        }
         failure
     }
 }

@@ -24,7 +24,13 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    pub fn new(plugin: Arc<str>, limiter: Limiter, events: Arc<dyn CallEvents>, event_limit: u32, stderr_limit: usize) -> Self {
+    pub fn new(
+        plugin: Arc<str>,
+        limiter: Limiter,
+        events: Arc<dyn CallEvents>,
+        event_limit: u32,
+        stderr_limit: usize,
+    ) -> Self {
         // No environment, arguments, stdin, preopened directories or network: a plugin gets
         // clocks and randomness, and its stderr goes to our log.
         let mut wasi = WasiCtxBuilder::new();
@@ -33,14 +39,7 @@ impl CallState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
-        CallState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            limiter,
-            events,
-            events_left: event_limit,
-            plugin,
-        }
+        CallState { wasi: wasi.build(), table: ResourceTable::new(), limiter, events, events_left: event_limit, plugin }
     }
 
     /// Count one event against the call's budget; false once it is spent.
@@ -173,11 +172,17 @@ impl tokio::io::AsyncWrite for StderrToLog {
         std::task::Poll::Ready(Ok(data.len()))
     }
 
-    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
 }

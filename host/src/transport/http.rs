@@ -66,11 +66,13 @@ pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationT
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(options.session_idle);
     let sessions = Arc::new(manager);
-    let hosts = ["localhost", "127.0.0.1", "::1"].into_iter().map(String::from).chain(options.allowed_hosts.iter().cloned());
-    let origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://localhost:*", "https://127.0.0.1:*"]
-        .into_iter()
-        .map(String::from)
-        .chain(options.allowed_origins.iter().cloned());
+    let hosts =
+        ["localhost", "127.0.0.1", "::1"].into_iter().map(String::from).chain(options.allowed_hosts.iter().cloned());
+    let origins =
+        ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://localhost:*", "https://127.0.0.1:*"]
+            .into_iter()
+            .map(String::from)
+            .chain(options.allowed_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_json_response(true)
@@ -80,20 +82,28 @@ pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationT
         .with_cancellation_token(shutdown);
     let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
     let guard = Guard { service: service.clone(), sessions, options: Arc::new(options) };
-    Router::new()
-        .route_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(guard, self::guard))
+    Router::new().route_service("/mcp", service).layer(middleware::from_fn_with_state(guard, self::guard))
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
-pub async fn serve(shared: Arc<Shared>, addr: SocketAddr, options: HttpOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     tracing::info!("serving MCP at http://{}/mcp", listener.local_addr()?);
     serve_on(listener, shared, options, shutdown).await
 }
 
 /// Serve on an already bound listener (tests bind port 0 and read the address first).
-pub async fn serve_on(listener: TcpListener, shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve_on(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let app = router(shared, options, shutdown.clone());
     // Without TCP_NODELAY an SSE response waits on Nagle and delayed ACKs (~40 ms).
     let listener = listener.tap_io(|stream| {
@@ -106,11 +116,19 @@ pub async fn serve_on(listener: TcpListener, shared: Arc<Shared>, options: HttpO
 }
 
 fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<String>) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}});
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+    json_response(status, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}))
 }
 
 async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        // rmcp acknowledges a session DELETE with 202; clients (the Python SDK among them)
+        // expect 200 or 204 for a completed termination.
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return response;
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -133,8 +151,8 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
     match &value {
         Value::Array(items) => return batch(&guard, parts, items).await,
         Value::Object(_) => {
-            if let Err(response) = check_message(&value) {
-                return response;
+            if let Err(error) = check_message(&value) {
+                return json_response(StatusCode::BAD_REQUEST, &error);
             }
             if value.get("method").and_then(Value::as_str) == Some("initialize") {
                 let live = guard.sessions.sessions.read().await.len();
@@ -148,25 +166,37 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
                 }
             }
         }
-        _ => return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: expected a JSON-RPC object"),
+        _ => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32600,
+                "Invalid Request: expected a JSON-RPC object",
+            );
+        }
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 /// Reject what rmcp would answer with a bare 415: a JSON object that is not a JSON-RPC
-/// message it understands (e.g. no `method`).
-fn check_message(value: &Value) -> Result<(), Response> {
+/// message it understands (e.g. no `method`). The error is the JSON-RPC error message.
+fn check_message(value: &Value) -> Result<(), Value> {
     let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let invalid = |message: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": message}});
     if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+        return Err(invalid("Invalid Request: \"jsonrpc\" must be \"2.0\"".into()));
     }
     if value.get("method").is_none() && value.get("result").is_none() && value.get("error").is_none() {
-        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, "Invalid Request: missing \"method\""));
+        return Err(invalid("Invalid Request: missing \"method\"".into()));
     }
     if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        return Err(jsonrpc_error(StatusCode::BAD_REQUEST, id, -32600, format!("Invalid Request: {e}")));
+        return Err(invalid(format!("Invalid Request: {e}")));
     }
     Ok(())
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
 /// JSON-RPC batches (2025-03-26 only): each element is served as if posted alone, and the
@@ -191,8 +221,8 @@ async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]
             responses.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "initialize must not be part of a batch"}}));
             continue;
         }
-        if let Err(response) = check_message(item) {
-            responses.extend(read_messages(response).await);
+        if let Err(error) = check_message(item) {
+            responses.push(error);
             continue;
         }
         let mut request = Request::from_parts(parts.clone(), Body::from(item.to_string()));
@@ -203,14 +233,19 @@ async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]
         if is_request {
             match messages.into_iter().find(|m| m.get("id") == Some(&id) && m.get("method").is_none()) {
                 Some(message) => responses.push(message),
-                None => responses.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "no response"}})),
+                None => responses
+                    .push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "no response"}})),
             }
         }
     }
     if responses.is_empty() {
         return StatusCode::ACCEPTED.into_response();
     }
-    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Value::Array(responses).to_string())
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        Value::Array(responses).to_string(),
+    )
         .into_response()
 }
 
@@ -233,7 +268,9 @@ async fn read_messages(response: Response) -> Vec<Value> {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Array(items)) => items,
             Ok(value) => vec![value],
-            Err(_) if !status.is_success() => vec![json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}})],
+            Err(_) if !status.is_success() => vec![
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}}),
+            ],
             Err(_) => Vec::new(),
         }
     }

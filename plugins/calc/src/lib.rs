@@ -94,10 +94,14 @@ capsule_sdk::plugin!(|p| {
         .title("Evaluate expression")
         .read_only()
         .idempotent();
-    p.tool("convert_units", "Convert a quantity between units of length, mass, temperature, time, speed or data size", convert)
-        .title("Convert units")
-        .read_only()
-        .idempotent();
+    p.tool(
+        "convert_units",
+        "Convert a quantity between units of length, mass, temperature, time, speed or data size",
+        convert,
+    )
+    .title("Convert units")
+    .read_only()
+    .idempotent();
     p.tool("statistics", "Count, sum, mean, median, min, max and standard deviation of a list of numbers", statistics)
         .read_only()
         .idempotent();

@@ -68,7 +68,9 @@ struct SamplingArgs {
 
 fn sampling(args: SamplingArgs, cx: &Context) -> Outcome<String> {
     match cx.response("answer") {
-        Some(InputResponse::Sampling { content: Content::Text(text), .. }) => Outcome::Done(format!("LLM response: {text}")),
+        Some(InputResponse::Sampling { content: Content::Text(text), .. }) => {
+            Outcome::Done(format!("LLM response: {text}"))
+        }
         Some(InputResponse::Sampling { content, .. }) => Outcome::Done(format!("LLM response: {content:?}")),
         _ => Ask::new().sample("answer", args.prompt, 100).into(),
     }
@@ -241,7 +243,9 @@ fn ir_elicitation(_: NoArgs, cx: &Context) -> Outcome<String> {
 
 fn ir_sampling(_: NoArgs, cx: &Context) -> Outcome<String> {
     match cx.response("capital") {
-        Some(InputResponse::Sampling { content: Content::Text(text), .. }) => Outcome::Done(format!("The model said: {text}")),
+        Some(InputResponse::Sampling { content: Content::Text(text), .. }) => {
+            Outcome::Done(format!("The model said: {text}"))
+        }
         _ => Ask::new().sample("capital", "What is the capital of France?", 100).into(),
     }
 }
@@ -307,7 +311,10 @@ fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
                 )
                 .state_json(&Round { round: 2, name: Some(name) })
                 .into(),
-            None => Ask::new().form("user_name", "What is your name?", name_form()).state_json(&Round { round: 1, name: None }).into(),
+            None => Ask::new()
+                .form("user_name", "What is your name?", name_form())
+                .state_json(&Round { round: 1, name: None })
+                .into(),
         },
         Some(Round { round: 2, name }) => match cx.accepted::<Color>("favorite_color") {
             Some(Color { color }) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
@@ -320,7 +327,10 @@ fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
                 .state_json(&Round { round: 2, name })
                 .into(),
         },
-        _ => Ask::new().form("user_name", "What is your name?", name_form()).state_json(&Round { round: 1, name: None }).into(),
+        _ => Ask::new()
+            .form("user_name", "What is your name?", name_form())
+            .state_json(&Round { round: 1, name: None })
+            .into(),
     }
 }
 
@@ -359,6 +369,17 @@ fn ir_capabilities(_: NoArgs, cx: &Context) -> Outcome<String> {
     ask.into()
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct HeaderArgs {
+    /// A region name; clients mirror it into the `Mcp-Param-Region` header (SEP-2243).
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
+}
+
+fn header_echo(args: HeaderArgs) -> String {
+    format!("Region: {}", args.region)
+}
+
 fn trigger_tool_change(_: NoArgs, cx: &Context) -> &'static str {
     cx.list_changed(ListKind::Tools);
     "Tool list change notified"
@@ -391,7 +412,9 @@ struct ContextAnswer {
 
 fn ir_prompt(_: NoArgs, cx: &Context) -> Outcome<Vec<PromptMessage>> {
     match cx.accepted::<ContextAnswer>("user_context") {
-        Some(ContextAnswer { context }) => Outcome::Done(vec![PromptMessage::user(format!("Context provided: {context}"))]),
+        Some(ContextAnswer { context }) => {
+            Outcome::Done(vec![PromptMessage::user(format!("Context provided: {context}"))])
+        }
         None => Ask::new()
             .form(
                 "user_context",
@@ -441,8 +464,12 @@ capsule_sdk::plugin!(|p| {
     p.tool("test_elicitation", "Asks the user for a user name and e-mail", elicitation);
     p.tool("test_elicitation_sep1034_defaults", "Asks for a form whose fields have defaults", elicitation_defaults);
     p.tool("test_elicitation_sep1330_enums", "Asks for a form with every enum style", elicitation_enums);
-    p.tool("json_schema_2020_12_tool", "Takes arguments described by a JSON Schema 2020-12 document", json_schema_2020_12)
-        .input_schema(json_schema_2020_12_schema());
+    p.tool(
+        "json_schema_2020_12_tool",
+        "Takes arguments described by a JSON Schema 2020-12 document",
+        json_schema_2020_12,
+    )
+    .input_schema(json_schema_2020_12_schema());
     p.tool("test_reconnection", "Answers after a short pause", reconnection);
     p.tool("test_missing_capability", "Needs the client's sampling capability", missing_capability);
     p.tool("test_streaming_elicitation", "Streams a progress notification, then answers", streaming_elicitation);
@@ -455,6 +482,7 @@ capsule_sdk::plugin!(|p| {
     p.tool("test_input_required_result_multi_round", "Asks over two rounds", ir_multi_round);
     p.tool("test_input_required_result_tampered_state", "Relies on integrity-protected state", ir_tampered_state);
     p.tool("test_input_required_result_capabilities", "Asks only for what the client supports", ir_capabilities);
+    p.tool("test_header_param", "Echoes a parameter that clients mirror into an HTTP header", header_echo);
     p.tool("test_trigger_tool_change", "Notifies that the tool list changed", trigger_tool_change);
     p.tool("test_trigger_prompt_change", "Notifies that the prompt list changed", trigger_prompt_change);
 
@@ -491,7 +519,10 @@ capsule_sdk::plugin!(|p| {
         ]
     });
     p.prompt("test_prompt_with_image", "A prompt with an image", |_: NoArgs| {
-        vec![PromptMessage::user(Content::image(PNG, "image/png")), PromptMessage::user("Please analyze the image above.")]
+        vec![
+            PromptMessage::user(Content::image(PNG, "image/png")),
+            PromptMessage::user("Please analyze the image above."),
+        ]
     });
     p.prompt("test_input_required_result_prompt", "Asks for context through input-required", ir_prompt);
 

@@ -200,12 +200,16 @@ fn summarize(args: SummarizeArgs) -> String {
 }
 
 capsule_sdk::plugin!(|p| {
-    p.tool("json_query", "Extract part of a JSON document with an RFC 6901 JSON pointer", json_query).read_only().idempotent();
+    p.tool("json_query", "Extract part of a JSON document with an RFC 6901 JSON pointer", json_query)
+        .read_only()
+        .idempotent();
     p.tool("json_format", "Pretty-print or minify a JSON document", json_format).read_only().idempotent();
     p.tool("regex_find", "Find matches of a regular expression in text, with positions and capture groups", regex_find)
         .read_only()
         .idempotent();
-    p.tool("regex_replace", "Replace every match of a regular expression in text", regex_replace).read_only().idempotent();
+    p.tool("regex_replace", "Replace every match of a regular expression in text", regex_replace)
+        .read_only()
+        .idempotent();
     p.tool("hash", "SHA-256 or SHA-512 digest of text, in hex", hash).read_only().idempotent();
     p.tool("base64", "Encode text as base64, or decode base64 to text", base64).read_only().idempotent();
     p.tool("text_stats", "Count the bytes, characters, words and lines of a text", text_stats).read_only().idempotent();

@@ -73,7 +73,9 @@ impl UriTemplate {
 fn match_parts(parts: &[Part], uri: &str, vars: &mut BTreeMap<String, String>) -> bool {
     match parts.split_first() {
         None => uri.is_empty(),
-        Some((Part::Literal(lit), rest)) => uri.strip_prefix(lit.as_str()).is_some_and(|tail| match_parts(rest, tail, vars)),
+        Some((Part::Literal(lit), rest)) => {
+            uri.strip_prefix(lit.as_str()).is_some_and(|tail| match_parts(rest, tail, vars))
+        }
         Some((Part::Var { name, reserved }, rest)) => {
             // Try every split point, shortest value first; a simple variable stops at '/'.
             for end in 1..=uri.len() {
@@ -99,12 +101,13 @@ fn percent_decode(value: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        let escaped = (bytes[i] == b'%' && i + 2 < bytes.len())
+            .then(|| std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .flatten();
+        if let Some(b) = escaped {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

@@ -1,0 +1,230 @@
+//! Bad input of every kind gets the protocol's proper answer with a message a person can act
+//! on, and the server keeps serving everyone else.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, all_plugins, first_text, plugins};
+
+fn server() -> Server {
+    let mut args = all_plugins();
+    args.extend([
+        "--cpu-deadline".into(),
+        "1000".into(),
+        "--call-timeout".into(),
+        "4000".into(),
+        "--max-body-bytes".into(),
+        "65536".into(),
+    ]);
+    Server::http(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+async fn session(server: &Server) -> Client {
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    client
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_parse_error() {
+    let server = server();
+    let reply = Client::new(&server.url).post_raw("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", &[]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.messages[0]["error"]["code"], -32700, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn request_without_method_is_an_invalid_request() {
+    let server = server();
+    let reply = Client::new(&server.url).post(&json!({"jsonrpc": "2.0", "id": 7, "params": {}})).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.messages[0]["error"]["code"], -32600);
+    assert_eq!(reply.messages[0]["id"], 7, "the error must echo the request id");
+    assert!(reply.messages[0]["error"]["message"].as_str().unwrap().contains("method"));
+}
+
+#[tokio::test]
+async fn unknown_method_is_method_not_found() {
+    let server = server();
+    let client = session(&server).await;
+    let response = client.request(1, "tools/frobnicate", json!({})).await;
+    assert_eq!(response["error"]["code"], -32601, "{response}");
+    // Stateless 2026-07-28: 404 with the same JSON-RPC error.
+    let reply = Client::new(&server.url).modern(2, "tools/frobnicate", json!({}), json!({})).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.response(2)["error"]["code"], -32601);
+}
+
+#[tokio::test]
+async fn unknown_tool_is_a_jsonrpc_error() {
+    let server = server();
+    let client = session(&server).await;
+    let response = client.request(1, "tools/call", json!({"name": "no_such_tool", "arguments": {}})).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    assert!(response["error"]["message"].as_str().unwrap().contains("no_such_tool"));
+}
+
+#[tokio::test]
+async fn arguments_failing_the_schema_are_a_tool_error() {
+    let server = server();
+    let client = session(&server).await;
+    let response = client.request(1, "tools/call", json!({"name": "add", "arguments": {"a": "one", "b": 2}})).await;
+    let result = &response["result"];
+    assert_eq!(result["isError"], true, "{response}");
+    let text = first_text(result);
+    assert!(text.contains("Invalid arguments for tool add") && text.contains("/a"), "{text}");
+    let missing = client.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 1}})).await;
+    assert!(first_text(&missing["result"]).contains("\"b\" is a required property"), "{missing}");
+}
+
+/// Each hostile call ends as an `isError` result naming the fault, while a well-behaved call
+/// made at the same time from another client succeeds.
+#[tokio::test]
+async fn faulty_plugins_are_contained() {
+    let server = server();
+    let hostile = session(&server).await;
+    let cases = [
+        ("crash", "crashed"),
+        ("spin", "exceeded its CPU deadline of 1s"),
+        ("hog", "exceeded its memory limit of 67108864 bytes"),
+        ("recurse", "overflowed its stack"),
+        ("stall", "did not finish within 4s"),
+    ];
+    let calls = cases.iter().enumerate().map(|(i, (tool, _))| {
+        let client = hostile.clone();
+        async move { client.request(i as i64 + 1, "tools/call", json!({"name": tool, "arguments": {}})).await }
+    });
+    let bystander = async {
+        let client = session(&server).await;
+        let mut answers = Vec::new();
+        for i in 0..20 {
+            let response =
+                client.request(100 + i, "tools/call", json!({"name": "add", "arguments": {"a": i, "b": 1}})).await;
+            answers.push(first_text(&response["result"]));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        answers
+    };
+    let (results, answers) = tokio::join!(futures::future::join_all(calls), bystander);
+    for ((tool, expected), response) in cases.iter().zip(&results) {
+        assert_eq!(response["result"]["isError"], true, "{tool}: {response}");
+        let text = first_text(&response["result"]);
+        assert!(text.contains(expected), "{tool}: expected {expected:?} in {text:?}");
+    }
+    let expected: Vec<String> = (0..20).map(|i| (i + 1).to_string()).collect();
+    assert_eq!(answers, expected, "the well-behaved client was disturbed");
+    // The plugin that misbehaved still serves new calls: every call had its own instance.
+    let after = hostile.request(50, "tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await;
+    assert_eq!(first_text(&after["result"]), "still here");
+    assert!(
+        server.wait_for_log("this plugin panics on purpose").contains("this plugin panics on purpose"),
+        "plugin stderr was not logged"
+    );
+}
+
+#[tokio::test]
+async fn oversized_body_is_rejected() {
+    let server = server();
+    let client = session(&server).await;
+    let big = "x".repeat(100_000);
+    let reply = client.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": big}}})).await;
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    let after = client.request(2, "tools/call", json!({"name": "echo", "arguments": {"text": "small"}})).await;
+    assert_eq!(first_text(&after["result"]), "small");
+}
+
+#[tokio::test]
+async fn foreign_origin_and_host_are_forbidden() {
+    let server = server();
+    let client = Client::new(&server.url);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let origin = client.post_raw(init.to_string(), &[("origin", "http://evil.example.com")]).await;
+    assert_eq!(origin.status, 403, "foreign Origin: {}", origin.body);
+    let host = client.post_raw(init.to_string(), &[("host", "evil.example.com")]).await;
+    assert_eq!(host.status, 403, "foreign Host: {}", host.body);
+    let local = format!("http://{}", server.authority());
+    let ok = client.post_raw(init.to_string(), &[("origin", local.as_str())]).await;
+    assert_eq!(ok.status, 200, "local Origin: {}", ok.body);
+}
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("capsule-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn corrupt_wasm_and_collisions_are_load_errors_and_the_rest_is_served() {
+    let dir = scratch_dir("load");
+    std::fs::write(dir.join("broken.wasm"), b"\0asm\x0d\0\x01\0 definitely not a component").unwrap();
+    std::fs::write(dir.join("empty.wasm"), b"").unwrap();
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("calc.wasm")).unwrap();
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("calc2.wasm")).unwrap();
+    let server = Server::http(&["--plugins", &dir.display().to_string()]);
+    let log = server.log();
+    assert!(log.contains("broken: not a valid WebAssembly component"), "{log}");
+    assert!(log.contains("empty: not a valid WebAssembly component"), "{log}");
+    assert!(log.contains("tool \"add\" is provided by both plugin calc and plugin calc2"), "{log}");
+    let client = session(&server).await;
+    let response = client.request(1, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}})).await;
+    assert_eq!(first_text(&response["result"]), "5");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn stdio_answers_bad_lines_and_keeps_going() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut read = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line)
+            .unwrap_or_else(|e| panic!("stdout must carry only JSON-RPC ({e}): {line:?}"))
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    assert_eq!(read()["result"]["protocolVersion"], "2025-06-18");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
+    assert_eq!(read()["error"]["code"], -32601);
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "evaluate", "arguments": {"expression": "1/0"}}})).unwrap();
+    let response = read();
+    assert_eq!(response["result"]["isError"], true, "{response}");
+    assert!(first_text(&response["result"]).contains("division by zero"));
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}})).unwrap();
+    assert_eq!(first_text(&read()["result"]), "3");
+    drop(stdin);
+    assert!(child.wait().unwrap().success(), "capsule should exit cleanly when stdin closes");
+}
+
+#[tokio::test]
+async fn live_sessions_are_capped() {
+    let server = Server::http(&["--max-sessions", "2"]);
+    let mut first = Client::new(&server.url);
+    first.initialize("2025-11-25", json!({})).await;
+    let mut second = Client::new(&server.url);
+    second.initialize("2025-11-25", json!({})).await;
+    let third = Client::new(&server.url)
+        .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .await;
+    assert_eq!(third.status, 503, "{}", third.body);
+    assert!(third.messages[0]["error"]["message"].as_str().unwrap().contains("limit"), "{}", third.body);
+    // Existing sessions and stateless clients are unaffected.
+    let list = first.request(2, "tools/list", json!({})).await;
+    assert!(list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    let modern = Client::new(&server.url).modern(3, "tools/list", json!({}), json!({})).await;
+    assert_eq!(modern.status, 200, "{}", modern.body);
+}

@@ -1,0 +1,68 @@
+//! The official Python (`mcp`, modes auto and legacy) and TypeScript SDK clients against
+//! the bundled example plugins, over HTTP and over stdio.
+
+use std::sync::Mutex;
+
+use crate::support::{Server, run_script, shared_tool};
+
+/// The smoke scripts install into shared caches (a venv, node_modules) on first use.
+static PYTHON: Mutex<()> = Mutex::new(());
+static TYPESCRIPT: Mutex<()> = Mutex::new(());
+
+/// The bundled plugins have no argument-free tool, so name one and its arguments.
+const TOOL: &[&str] = &["--tool", "evaluate", "--args", r#"{"expression":"6*7"}"#];
+
+fn check(output: &str, ok: bool) {
+    eprintln!("{output}");
+    assert!(ok && output.lines().any(|l| l.ends_with(" 0 failed")), "smoke run failed:\n{output}");
+    assert!(output.contains("42"), "the tool result did not come back:\n{output}");
+}
+
+#[test]
+fn python_client_over_http() {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::http(&[]);
+    let mut args = vec!["--modes", "auto,legacy"];
+    args.extend_from_slice(TOOL);
+    args.push(&server.url);
+    let (ok, output) = run_script(&shared_tool("clients/py-smoke.sh"), &args, &[]);
+    check(&output, ok);
+    assert!(
+        output.contains("[py/auto] connect: protocolVersion=2026-07-28"),
+        "auto mode did not use 2026-07-28:\n{output}"
+    );
+    assert!(
+        output.contains("[py/legacy] connect: protocolVersion=2025-11-25"),
+        "legacy mode did not negotiate:\n{output}"
+    );
+}
+
+#[test]
+fn python_client_over_stdio() {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let mut args = vec!["--modes", "auto,legacy"];
+    args.extend_from_slice(TOOL);
+    args.extend_from_slice(&["--stdio", "--", env!("CARGO_BIN_EXE_capsule"), "serve", "--stdio"]);
+    let (ok, output) = run_script(&shared_tool("clients/py-smoke.sh"), &args, &[]);
+    check(&output, ok);
+}
+
+#[test]
+fn typescript_client_over_http() {
+    let _lock = TYPESCRIPT.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::http(&[]);
+    let mut args = TOOL.to_vec();
+    args.push(&server.url);
+    let (ok, output) = run_script(&shared_tool("clients/ts-smoke.sh"), &args, &[]);
+    check(&output, ok);
+    assert!(output.contains("PASS [ts] DELETE session"), "session DELETE did not pass:\n{output}");
+}
+
+#[test]
+fn typescript_client_over_stdio() {
+    let _lock = TYPESCRIPT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut args = TOOL.to_vec();
+    args.extend_from_slice(&["--stdio", "--", env!("CARGO_BIN_EXE_capsule"), "serve", "--stdio"]);
+    let (ok, output) = run_script(&shared_tool("clients/ts-smoke.sh"), &args, &[]);
+    check(&output, ok);
+}

@@ -1,0 +1,10 @@
+//! Capsule's integration tests: the real `capsule` binary, real plugins compiled to
+//! `wasm32-wasip2` (target/plugins), real sockets on 127.0.0.1 and real pipes, driven by the
+//! official conformance suite, the official Python and TypeScript SDK clients, and raw
+//! HTTP for the cases no client would send.
+
+mod bad_input;
+mod clients;
+mod conformance;
+mod protocol;
+mod support;

@@ -1,0 +1,244 @@
+//! Protocol shapes across revisions: golden fixtures, 2025-03-26 batches, 2026-07-28
+//! input-required round trips with sealed state, legacy bridging, sessions.
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, all_plugins, first_text, root};
+
+fn server() -> Server {
+    let args = all_plugins();
+    Server::http(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Compare with `tests/fixtures/<name>.json`; set CAPSULE_BLESS=1 to rewrite the fixture.
+fn golden(name: &str, actual: &Value) {
+    let path = root().join("tests").join("fixtures").join(format!("{name}.json"));
+    let pretty = serde_json::to_string_pretty(actual).unwrap() + "\n";
+    if std::env::var_os("CAPSULE_BLESS").is_some() {
+        std::fs::write(&path, &pretty).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (CAPSULE_BLESS=1 writes it)", path.display()));
+    assert_eq!(
+        serde_json::from_str::<Value>(&expected).unwrap(),
+        *actual,
+        "{name} differs from its golden fixture {}; actual:\n{pretty}",
+        path.display()
+    );
+}
+
+#[tokio::test]
+async fn initialize_and_lists_match_golden_fixtures() {
+    let server = Server::http(&[]);
+    let mut client = Client::new(&server.url);
+    let init = client.initialize("2025-11-25", json!({})).await;
+    golden("initialize-2025-11-25", &init);
+    golden("tools-list-bundled", &client.request(1, "tools/list", json!({})).await["result"]);
+    golden("prompts-list-bundled", &client.request(2, "prompts/list", json!({})).await["result"]);
+    golden("templates-list-bundled", &client.request(3, "resources/templates/list", json!({})).await["result"]);
+    let reply = Client::new(&server.url).modern(4, "server/discover", json!({}), json!({})).await;
+    golden("discover-2026-07-28", &reply.response(4)["result"]);
+}
+
+#[tokio::test]
+async fn every_revision_negotiates() {
+    let server = Server::http(&[]);
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let mut client = Client::new(&server.url);
+        let init = client.initialize(version, json!({})).await;
+        assert_eq!(init["protocolVersion"], version);
+        let result = client.request(1, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+        assert_eq!(first_text(&result["result"]), "2", "{version}: {result}");
+        assert!(result["result"].get("resultType").is_none(), "{version} must not see 2026 fields: {result}");
+    }
+    // A client asking for an unknown version gets the newest one with a handshake.
+    let mut client = Client::new(&server.url);
+    let init = client.initialize("1999-01-01", json!({})).await;
+    assert_eq!(init["protocolVersion"], "2025-11-25");
+}
+
+#[tokio::test]
+async fn batches_are_served_on_2025_03_26_only() {
+    let server = Server::http(&[]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-03-26", json!({})).await;
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 20, "b": 22}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3}
+    ]);
+    let reply = client.post(&batch).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.messages.len(), 3, "one response per request: {:?}", reply.messages);
+    assert_eq!(first_text(&reply.response(1)["result"]), "42");
+    assert_eq!(reply.response(2)["result"], json!({}));
+    assert_eq!(reply.response(3)["error"]["code"], -32600);
+
+    let mut newer = Client::new(&server.url);
+    newer.initialize("2025-06-18", json!({})).await;
+    let rejected = newer.post(&batch).await;
+    assert_eq!(rejected.status, 400, "{}", rejected.body);
+    assert_eq!(rejected.messages[0]["error"]["code"], -32600);
+}
+
+#[tokio::test]
+async fn deleted_sessions_are_gone() {
+    let server = Server::http(&[]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let session = client.session.clone().unwrap();
+    assert!(session.bytes().all(|b| (0x21..=0x7e).contains(&b)), "session ids are visible ASCII");
+    let response = reqwest::Client::new()
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "DELETE: {}", response.status());
+    let after = client.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    assert_eq!(after.status, 404, "{}", after.body);
+}
+
+const ALL_CAPS: fn() -> Value = || json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}});
+
+#[tokio::test]
+async fn input_required_round_trip_with_sealed_state() {
+    let server = server();
+    let client = Client::new(&server.url);
+    let tool = "test_input_required_result_multi_round";
+    let first = client.modern(1, "tools/call", json!({"name": tool, "arguments": {}}), ALL_CAPS()).await;
+    let first = first.response(1)["result"].clone();
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert_eq!(first["inputRequests"]["user_name"]["method"], "elicitation/create", "{first}");
+    let state = first["requestState"].as_str().unwrap().to_owned();
+
+    // Tampering is detected: the plugin never sees forged state.
+    let tampered = client
+        .modern(
+            2,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "requestState": format!("{state}x"),
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Mallory"}}}}),
+            ALL_CAPS(),
+        )
+        .await;
+    assert_eq!(tampered.response(2)["error"]["code"], -32602, "{}", tampered.body);
+
+    // State is bound to the tool it was issued for.
+    let elsewhere = client
+        .modern(
+            3,
+            "tools/call",
+            json!({"name": "test_input_required_result_request_state", "arguments": {},
+            "requestState": state, "inputResponses": {}}),
+            ALL_CAPS(),
+        )
+        .await;
+    assert_eq!(elsewhere.response(3)["error"]["code"], -32602, "{}", elsewhere.body);
+
+    let second = client
+        .modern(
+            4,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "requestState": state,
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}}}),
+            ALL_CAPS(),
+        )
+        .await;
+    let second = second.response(4)["result"].clone();
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    let state2 = second["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(state2, state);
+    let third = client
+        .modern(
+            5,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "requestState": state2,
+            "inputResponses": {"favorite_color": {"action": "accept", "content": {"color": "blue"}}}}),
+            ALL_CAPS(),
+        )
+        .await;
+    let third = third.response(5)["result"].clone();
+    assert_eq!(third["resultType"], "complete", "{third}");
+    assert_eq!(first_text(&third), "Alice likes blue");
+}
+
+#[tokio::test]
+async fn missing_client_capability_is_reported() {
+    let server = server();
+    let reply = Client::new(&server.url)
+        .modern(1, "tools/call", json!({"name": "test_missing_capability", "arguments": {}}), json!({}))
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.response(1)["error"];
+    assert_eq!(error["code"], -32021, "{error}");
+    assert_eq!(error["data"]["requiredCapabilities"], json!({"sampling": {}}));
+}
+
+#[tokio::test]
+async fn legacy_sessions_get_real_server_requests() {
+    let server = server();
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({"roots": {"listChanged": true}})).await;
+    // The tool asks for roots: the host must send roots/list on the call's own SSE stream,
+    // take the answer the client POSTs back, and call the plugin again.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_input_required_result_list_roots", "arguments": {}}});
+    let mut stream = client.stream(&call).await;
+    let request = stream.next_message().await.expect("a roots/list request before the result");
+    assert_eq!(request["method"], "roots/list", "{request}");
+    let answer = client
+        .post(&json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"roots": [{"uri": "file:///tmp/project", "name": "project"}]}}))
+        .await;
+    assert!(answer.status < 300, "answer: {} {}", answer.status, answer.body);
+    let response = stream.next_message().await.expect("the tool result");
+    assert_eq!(first_text(&response["result"]), "Roots: file:///tmp/project", "{response}");
+}
+
+#[tokio::test]
+async fn plugin_list_changes_reach_listen_streams() {
+    let server = server();
+    let client = Client::new(&server.url);
+    let listen = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut params = json!({"notifications": {"toolsListChanged": true}});
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}});
+            let response = reqwest::Client::new()
+                .post(&client.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "subscriptions/listen")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": params}).to_string(),
+                )
+                .send()
+                .await
+                .unwrap();
+            let mut body = response.bytes_stream();
+            let mut seen = String::new();
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+            use futures::StreamExt;
+            while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, body.next()).await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if seen.contains("notifications/tools/list_changed") {
+                    break;
+                }
+            }
+            seen
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let trigger =
+        client.modern(1, "tools/call", json!({"name": "test_trigger_tool_change", "arguments": {}}), json!({})).await;
+    assert_eq!(first_text(&trigger.response(1)["result"]), "Tool list change notified");
+    let seen = listen.await.unwrap();
+    assert!(seen.contains("notifications/subscriptions/acknowledged"), "{seen}");
+    assert!(seen.contains("notifications/tools/list_changed"), "{seen}");
+    assert!(seen.contains("io.modelcontextprotocol/subscriptionId"), "{seen}");
+}

@@ -1,0 +1,284 @@
+//! Shared test plumbing: paths, a real `capsule` process on a real socket or pipe, and a
+//! small MCP-over-HTTP client that reads JSON and SSE responses.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+}
+
+/// `target/plugins`, where the build leaves every plugin component.
+pub fn plugins() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let target = if target.is_absolute() { target } else { root().join(target) };
+    target.join("plugins")
+}
+
+/// A script from `../shared/tools`; the suite cannot be judged without it.
+pub fn shared_tool(relative: &str) -> PathBuf {
+    let path = root().join("..").join("shared").join("tools").join(relative);
+    assert!(
+        path.exists(),
+        "{} is missing: the client and conformance tests need ../shared/tools beside the repository",
+        path.display()
+    );
+    path
+}
+
+/// A running `capsule serve`, killed on drop. Its stderr is collected for assertions.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Start `capsule serve --listen 127.0.0.1:0` with extra arguments and wait until it listens.
+    pub fn http(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("CAPSULE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start capsule");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                    let _ = tx.send(rest.trim().to_owned());
+                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("capsule did not start listening; its log:\n{}", log.lock().unwrap()));
+        Server { child, url, log }
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Wait until the log contains `needle` (logs are written asynchronously).
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(needle) || Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `host:port` of the server.
+    pub fn authority(&self) -> String {
+        self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Arguments serving the example plugins, the conformance fixtures and the hostile plugin.
+pub fn all_plugins() -> Vec<String> {
+    let plugins = plugins();
+    vec![
+        "--plugins".into(),
+        plugins.display().to_string(),
+        "--plugin".into(),
+        plugins.join("testing").join("hostile.wasm").display().to_string(),
+    ]
+}
+
+/// Run a shell script (a `../shared/tools` runner), returning its exit success and output.
+pub fn run_script(script: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let output = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+/// An HTTP response, with its JSON-RPC messages (one JSON body or an SSE stream).
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub messages: Vec<Value>,
+    pub body: String,
+}
+
+impl Reply {
+    /// The message answering request `id`.
+    pub fn response(&self, id: i64) -> &Value {
+        self.messages
+            .iter()
+            .find(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())
+            .unwrap_or_else(|| panic!("no response with id {id} in {:?} (status {})", self.messages, self.status))
+    }
+}
+
+/// A raw MCP-over-HTTP client.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    pub url: String,
+    pub session: Option<String>,
+    pub version: String,
+}
+
+pub const META_2026: &str = "2026-07-28";
+
+impl Client {
+    pub fn new(url: &str) -> Client {
+        Client { http: reqwest::Client::new(), url: url.to_owned(), session: None, version: "2025-11-25".into() }
+    }
+
+    /// POST a body with the standard headers (plus `extra`), reading JSON or SSE.
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> Reply {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        let response = request.body(body).send().await.expect("send");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap_or_default();
+        let is_sse = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let messages = if is_sse {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                .collect()
+        } else {
+            match serde_json::from_str::<Value>(&body) {
+                Ok(Value::Array(items)) => items,
+                Ok(value) => vec![value],
+                Err(_) => Vec::new(),
+            }
+        };
+        Reply { status, headers, messages, body }
+    }
+
+    /// POST a message and read the SSE response message by message, as it arrives.
+    pub async fn stream(&self, message: &Value) -> SseStream {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version);
+        }
+        let response = request.body(message.to_string()).send().await.expect("send");
+        assert_eq!(response.status(), 200, "streamed POST");
+        SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
+    /// Send a JSON-RPC message.
+    pub async fn post(&self, message: &Value) -> Reply {
+        self.post_raw(message.to_string(), &[]).await
+    }
+
+    /// `initialize` + `notifications/initialized` at `version`; keeps the session id.
+    pub async fn initialize(&mut self, version: &str, capabilities: Value) -> Value {
+        let reply = self
+            .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": capabilities,
+                "clientInfo": {"name": "capsule-tests", "version": "1"}}}))
+            .await;
+        assert_eq!(reply.status, 200, "initialize failed: {}", reply.body);
+        self.session = reply.headers.get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+        let result = reply.response(0)["result"].clone();
+        self.version = result["protocolVersion"].as_str().unwrap_or(version).to_owned();
+        let ack = self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        assert!(ack.status < 300, "notifications/initialized: {} {}", ack.status, ack.body);
+        result
+    }
+
+    /// A request in the current session.
+    pub async fn request(&self, id: i64, method: &str, params: Value) -> Value {
+        let reply = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        reply.response(id).clone()
+    }
+
+    /// A stateless 2026-07-28 request with the standard headers and `_meta`.
+    pub async fn modern(&self, id: i64, method: &str, mut params: Value, capabilities: Value) -> Reply {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": META_2026,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "capsule-tests", "version": "1"},
+        });
+        let name = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str).map(str::to_owned);
+        let mut headers = vec![("mcp-protocol-version", META_2026), ("mcp-method", method)];
+        if let Some(name) = &name {
+            headers.push(("mcp-name", name.as_str()));
+        }
+        self.post_raw(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(), &headers)
+            .await
+    }
+}
+
+/// The text of a tool result's first content block.
+pub fn first_text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// An SSE response read incrementally.
+pub struct SseStream {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl SseStream {
+    /// The next JSON-RPC message on the stream (skipping priming and keep-alive events).
+    pub async fn next_message(&mut self) -> Option<Value> {
+        use futures::StreamExt;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+                if let Ok(message) = serde_json::from_str::<Value>(&data) {
+                    return Some(message);
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.body.next()).await.ok()??.ok()?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run Capsule's whole test suite: unit tests of every crate, and the integration tests that
+# drive the real binary with the official conformance suite, the Python and TypeScript SDK
+# clients and raw HTTP (they need ../shared/tools beside the repository, Node and Python;
+# the shared scripts install the npm and PyPI packages they need on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rustup target add wasm32-wasip2 >/dev/null
+
+# Host, catalog, runtime and the integration tests (building the host builds every plugin).
+cargo test --release --workspace
+
+# Crates outside the host workspace: the shared URI-template matcher, the SDK, and the
+# plugins' own unit tests (run natively; their WebAssembly builds are exercised above).
+cargo test --release --manifest-path sdk/template/Cargo.toml
+cargo test --release --manifest-path sdk/Cargo.toml
+(cd plugins && cargo test --release --workspace)
