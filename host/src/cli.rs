@@ -87,7 +87,12 @@ struct HttpArgs {
 
 /// Run the command line; logs go to stderr, stdout belongs to the stdio transport.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    main_with_args(std::env::args_os())
+}
+
+/// Run the command line with these arguments (the first is the program name).
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

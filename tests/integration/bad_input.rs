@@ -197,6 +197,15 @@ fn stdio_answers_bad_lines_and_keeps_going() {
     writeln!(stdin, "{init}").unwrap();
     assert_eq!(read()["result"]["protocolVersion"], "2025-06-18");
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\":").unwrap();
+    let parse_error = read();
+    assert_eq!((parse_error["error"]["code"].clone(), parse_error["id"].clone()), (json!(-32700), Value::Null));
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 8})).unwrap();
+    let invalid = read();
+    assert_eq!((invalid["error"]["code"].clone(), invalid["id"].clone()), (json!(-32600), json!(8)), "{invalid}");
+    writeln!(stdin, "{}", json!([{"jsonrpc": "2.0", "id": 7, "method": "ping"}])).unwrap();
+    let batch = read();
+    assert_eq!(batch["error"]["code"], -32600, "batches belong to 2025-03-26 only: {batch}");
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
     assert_eq!(read()["error"]["code"], -32601);
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "evaluate", "arguments": {"expression": "1/0"}}})).unwrap();

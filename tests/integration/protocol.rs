@@ -82,6 +82,62 @@ async fn batches_are_served_on_2025_03_26_only() {
     assert_eq!(rejected.messages[0]["error"]["code"], -32600);
 }
 
+#[test]
+fn stdio_batches_on_2025_03_26() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut read = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    assert_eq!(read()["result"]["protocolVersion"], "2025-03-26");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+        {"jsonrpc": "2.0", "id": "b", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "c"}
+    ]);
+    writeln!(stdin, "{batch}").unwrap();
+    let answers = read();
+    let answers = answers.as_array().expect("a batch is answered with an array");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let by_id =
+        |id: &str| answers.iter().find(|m| m["id"] == json!(id)).unwrap_or_else(|| panic!("no answer for {id}"));
+    assert_eq!(first_text(&by_id("a")["result"]), "3");
+    assert_eq!(by_id("b")["result"], json!({}));
+    assert_eq!(by_id("c")["error"]["code"], -32600);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test]
+async fn tools_only_components_without_the_sdk_load() {
+    let plugin = crate::support::plugins().join("testing").join("tools-only.wasm");
+    let server = Server::http(&["--plugin", &plugin.display().to_string()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let tools = client.request(1, "tools/list", json!({})).await;
+    assert_eq!(tools["result"]["tools"][0]["name"], "shout", "{tools}");
+    let shout = client.request(2, "tools/call", json!({"name": "shout", "arguments": {"text": "hi"}})).await;
+    assert_eq!(first_text(&shout["result"]), "HI");
+    let resources = client.request(3, "resources/list", json!({})).await;
+    assert_eq!(resources["result"]["resources"], json!([]), "{resources}");
+    let prompts = client.request(4, "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+}
+
 #[tokio::test]
 async fn deleted_sessions_are_gone() {
     let server = Server::http(&[]);

@@ -18,13 +18,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::jsonrpc;
 use crate::mcp::{CapsuleServer, Shared};
 
 /// Limits and policy of the HTTP endpoint.
@@ -116,7 +116,7 @@ pub async fn serve_on(
 }
 
 fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<String>) -> Response {
-    json_response(status, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}))
+    json_response(status, &jsonrpc::error(id, code, message))
 }
 
 async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
@@ -144,55 +144,28 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
             );
         }
     };
-    let value: Value = match serde_json::from_slice(&bytes) {
+    let value = match jsonrpc::parse(&bytes) {
         Ok(value) => value,
-        Err(e) => return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32700, format!("Parse error: {e}")),
+        Err(error) => return json_response(StatusCode::BAD_REQUEST, &error),
     };
-    match &value {
-        Value::Array(items) => return batch(&guard, parts, items).await,
-        Value::Object(_) => {
-            if let Err(error) = check_message(&value) {
-                return json_response(StatusCode::BAD_REQUEST, &error);
-            }
-            if value.get("method").and_then(Value::as_str) == Some("initialize") {
-                let live = guard.sessions.sessions.read().await.len();
-                if live >= guard.options.max_sessions {
-                    return jsonrpc_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        value.get("id").cloned().unwrap_or(Value::Null),
-                        -32000,
-                        format!("the server has reached its limit of {live} live sessions; try again later"),
-                    );
-                }
-            }
-        }
-        _ => {
+    if let Value::Array(items) = &value {
+        return batch(&guard, parts, items).await;
+    }
+    if let Err(error) = jsonrpc::check(&value) {
+        return json_response(StatusCode::BAD_REQUEST, &error);
+    }
+    if value.get("method").and_then(Value::as_str) == Some("initialize") {
+        let live = guard.sessions.sessions.read().await.len();
+        if live >= guard.options.max_sessions {
             return jsonrpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                -32600,
-                "Invalid Request: expected a JSON-RPC object",
+                StatusCode::SERVICE_UNAVAILABLE,
+                value.get("id").cloned().unwrap_or(Value::Null),
+                -32000,
+                format!("the server has reached its limit of {live} live sessions; try again later"),
             );
         }
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
-}
-
-/// Reject what rmcp would answer with a bare 415: a JSON object that is not a JSON-RPC
-/// message it understands (e.g. no `method`). The error is the JSON-RPC error message.
-fn check_message(value: &Value) -> Result<(), Value> {
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    let invalid = |message: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": message}});
-    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid("Invalid Request: \"jsonrpc\" must be \"2.0\"".into()));
-    }
-    if value.get("method").is_none() && value.get("result").is_none() && value.get("error").is_none() {
-        return Err(invalid("Invalid Request: missing \"method\"".into()));
-    }
-    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        return Err(invalid(format!("Invalid Request: {e}")));
-    }
-    Ok(())
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
@@ -203,13 +176,8 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
 /// responses come back as one JSON array.
 async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]) -> Response {
     let version = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
-    if version.is_some_and(|v| v != "2025-03-26") {
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            -32600,
-            "Invalid Request: JSON-RPC batches are only part of protocol revision 2025-03-26",
-        );
+    if version.is_some_and(|v| v != jsonrpc::BATCH_VERSION) {
+        return json_response(StatusCode::BAD_REQUEST, &jsonrpc::batch_refused(version));
     }
     if items.is_empty() {
         return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: empty batch");
@@ -217,24 +185,18 @@ async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]
     let mut responses = Vec::new();
     for item in items {
         let id = item.get("id").cloned().unwrap_or(Value::Null);
-        if item.get("method").and_then(Value::as_str) == Some("initialize") {
-            responses.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "initialize must not be part of a batch"}}));
-            continue;
-        }
-        if let Err(error) = check_message(item) {
+        if let Some(error) = jsonrpc::unbatchable(item).or_else(|| jsonrpc::check(item).err()) {
             responses.push(error);
             continue;
         }
         let mut request = Request::from_parts(parts.clone(), Body::from(item.to_string()));
         request.headers_mut().remove(header::CONTENT_LENGTH);
         let response = guard.service.handle(request).await.map(Body::new);
-        let is_request = item.get("method").is_some() && item.get("id").is_some();
         let messages = read_messages(response.into_response()).await;
-        if is_request {
+        if jsonrpc::is_request(item) {
             match messages.into_iter().find(|m| m.get("id") == Some(&id) && m.get("method").is_none()) {
                 Some(message) => responses.push(message),
-                None => responses
-                    .push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "no response"}})),
+                None => responses.push(jsonrpc::error(id, -32603, "the server produced no response")),
             }
         }
     }
@@ -268,9 +230,9 @@ async fn read_messages(response: Response) -> Vec<Value> {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Array(items)) => items,
             Ok(value) => vec![value],
-            Err(_) if !status.is_success() => vec![
-                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}}),
-            ],
+            Err(_) if !status.is_success() => {
+                vec![jsonrpc::error(Value::Null, -32600, String::from_utf8_lossy(&bytes))]
+            }
             Err(_) => Vec::new(),
         }
     }

@@ -1,0 +1,78 @@
+//! JSON-RPC checks both transports apply before a message reaches rmcp, so malformed input
+//! gets a spec-shaped error (rmcp answers some of it with a bare HTTP 415 or not at all).
+
+use rmcp::model::ClientJsonRpcMessage;
+use serde_json::{Value, json};
+
+/// The only revision whose clients may send JSON-RPC batches.
+pub const BATCH_VERSION: &str = "2025-03-26";
+
+/// A JSON-RPC error message.
+pub fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// Parse a body or line: `Err` is the parse error to send back.
+pub fn parse(bytes: &[u8]) -> Result<Value, Value> {
+    serde_json::from_slice(bytes).map_err(|e| error(Value::Null, -32700, format!("Parse error: {e}")))
+}
+
+/// Check one message: `Err` is the invalid-request error to send back, echoing the id.
+pub fn check(value: &Value) -> Result<(), Value> {
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    if !value.is_object() {
+        return Err(error(id, -32600, "Invalid Request: expected a JSON-RPC object"));
+    }
+    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(error(id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+    }
+    if value.get("method").is_none() && value.get("result").is_none() && value.get("error").is_none() {
+        return Err(error(id, -32600, "Invalid Request: missing \"method\""));
+    }
+    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        return Err(error(id, -32600, format!("Invalid Request: {e}")));
+    }
+    Ok(())
+}
+
+/// Whether a message is a request (and so gets a response).
+pub fn is_request(value: &Value) -> bool {
+    value.get("method").is_some() && value.get("id").is_some()
+}
+
+/// The error for a batch element that may not be batched.
+pub fn unbatchable(value: &Value) -> Option<Value> {
+    (value.get("method").and_then(Value::as_str) == Some("initialize")).then(|| {
+        error(value.get("id").cloned().unwrap_or(Value::Null), -32600, "initialize must not be part of a batch")
+    })
+}
+
+/// The error for a batch from a client of another revision.
+pub fn batch_refused(version: Option<&str>) -> Value {
+    error(
+        Value::Null,
+        -32600,
+        format!(
+            "Invalid Request: JSON-RPC batches are only part of protocol revision {BATCH_VERSION}{}",
+            version.map(|v| format!(" (this connection uses {v})")).unwrap_or_default()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_messages() {
+        assert_eq!(parse(b"{").unwrap_err()["error"]["code"], -32700);
+        let no_method = check(&json!({"jsonrpc": "2.0", "id": 4})).unwrap_err();
+        assert_eq!((no_method["id"].clone(), no_method["error"]["code"].clone()), (json!(4), json!(-32600)));
+        assert!(check(&json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})).is_err());
+        assert!(check(&json!([1])).is_err());
+        assert!(check(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).is_ok());
+        assert!(check(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_ok());
+        assert!(is_request(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
+        assert!(unbatchable(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})).is_some());
+    }
+}
