@@ -209,8 +209,8 @@ impl<P: Register> tools::Guest for Exports<P> {
                     name: t.name.clone(),
                     title: t.title.clone(),
                     description: t.description.clone(),
-                    input_schema: t.input_schema.to_string(),
-                    output_schema: t.output_schema.as_ref().map(Value::to_string),
+                    input_schema: t.input_schema.to_value().to_string(),
+                    output_schema: (t.output_schema)().as_ref().map(Value::to_string),
                     annotations: has_hints.then(|| tools::ToolAnnotations {
                         title: None,
                         read_only_hint: t.read_only,
@@ -305,8 +305,7 @@ impl<P: Register> prompts::Guest for Exports<P> {
                 name: p.name.clone(),
                 title: None,
                 description: p.description.clone(),
-                arguments: p
-                    .arguments
+                arguments: (p.arguments)()
                     .iter()
                     .map(|a| prompts::PromptArgument {
                         name: a.name.clone(),

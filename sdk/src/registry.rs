@@ -112,6 +112,22 @@ pub(crate) fn schema_value<T: JsonSchema>() -> Value {
     schema
 }
 
+/// A tool's input schema. Derived schemas are generated only when the tools are listed:
+/// every call runs in a fresh instance, and generating schemas there would be wasted work.
+pub(crate) enum Schema {
+    Derived(fn() -> Value),
+    Given(Value),
+}
+
+impl Schema {
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            Schema::Derived(generate) => generate(),
+            Schema::Given(value) => value.clone(),
+        }
+    }
+}
+
 /// Marker: the handler takes only its arguments.
 #[doc(hidden)]
 pub struct ArgsOnly;
@@ -157,8 +173,8 @@ pub struct ToolOptions {
     pub(crate) name: String,
     pub(crate) title: Option<String>,
     pub(crate) description: String,
-    pub(crate) input_schema: Value,
-    pub(crate) output_schema: Option<Value>,
+    pub(crate) input_schema: Schema,
+    pub(crate) output_schema: fn() -> Option<Value>,
     pub(crate) read_only: Option<bool>,
     pub(crate) destructive: Option<bool>,
     pub(crate) idempotent: Option<bool>,
@@ -175,7 +191,7 @@ impl ToolOptions {
 
     /// Replace the derived input schema (it must still be an object schema).
     pub fn input_schema(&mut self, schema: Value) -> &mut Self {
-        self.input_schema = schema;
+        self.input_schema = Schema::Given(schema);
         self
     }
 
@@ -249,7 +265,8 @@ pub(crate) struct PromptArgument {
 pub(crate) struct PromptEntry {
     pub name: String,
     pub description: String,
-    pub arguments: Vec<PromptArgument>,
+    /// Derived on demand: only listing needs them.
+    pub arguments: fn() -> Vec<PromptArgument>,
     pub handler: PromptFn,
 }
 
@@ -290,8 +307,8 @@ impl Plugin {
             name: name.to_owned(),
             title: None,
             description: description.to_owned(),
-            input_schema: schema_value::<A>(),
-            output_schema: <H::Output as IntoToolResult>::output_schema(),
+            input_schema: Schema::Derived(schema_value::<A>),
+            output_schema: <H::Output as IntoToolResult>::output_schema,
             read_only: None,
             destructive: None,
             idempotent: None,
@@ -358,7 +375,7 @@ impl Plugin {
         self.prompts.push(PromptEntry {
             name: name.to_owned(),
             description: description.to_owned(),
-            arguments: prompt_arguments(&schema_value::<A>()),
+            arguments: || prompt_arguments(&schema_value::<A>()),
             handler: Box::new(move |arguments, cx| {
                 let args = serde_json::from_value::<A>(arguments)
                     .map_err(|e| Error::InvalidParams(format!("invalid arguments for prompt {prompt_name}: {e}")))?;

@@ -114,6 +114,12 @@ impl PluginRuntime {
         Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config }) })
     }
 
+    /// Whether instance memory is reset by scanning dirty pages (Linux 6.7+), which keeps a
+    /// fresh instance per call cheap; without it resets fall back to madvise.
+    pub fn fast_memory_reset() -> bool {
+        PoolingAllocationConfig::is_pagemap_scan_available()
+    }
+
     /// The limits in force.
     pub fn config(&self) -> &RuntimeConfig {
         &self.inner.config

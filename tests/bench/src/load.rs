@@ -1,0 +1,261 @@
+//! The load generator: real MCP over HTTP/1.1 (one keep-alive connection per client, legacy
+//! sessions or stateless 2026-07-28 requests, JSON or SSE responses) and over stdio (one call
+//! at a time or pipelined). Every response is checked; errors are counted, never averaged in.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+/// How a client talks to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `initialize`, then requests in an `Mcp-Session-Id` session (2025-11-25).
+    Legacy,
+    /// Stateless 2026-07-28 requests with `_meta` and the standard headers.
+    Stateless,
+}
+
+/// One measurement.
+#[derive(Debug, Default)]
+pub struct Sample {
+    pub calls: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// Per-call latency in microseconds.
+    pub latencies: Vec<u32>,
+}
+
+impl Sample {
+    pub fn throughput(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn percentile(&self, p: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        let mut sorted = self.latencies.clone();
+        sorted.sort_unstable();
+        let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+        sorted[rank] as f64
+    }
+
+    /// Calls slower than 30 ms: on loopback that is a stall (Nagle and delayed ACK look
+    /// like ~40 ms), never normal service time.
+    pub fn stalls(&self) -> usize {
+        self.latencies.iter().filter(|&&l| l > 30_000).count()
+    }
+}
+
+const PROTOCOL: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+
+fn call_body(id: u64, mode: Mode) -> String {
+    let mut params = json!({"name": "add", "arguments": {"a": 1, "b": 2}});
+    if mode == Mode::Stateless {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "capsule-bench", "version": "1"},
+        });
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+/// The answer to `add(1, 2)`, however the server framed it.
+fn is_correct(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    text.contains(r#""text":"3""#) && text.contains(r#""result""#)
+}
+
+struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    authority: String,
+    session: Option<String>,
+}
+
+impl Connection {
+    async fn open(addr: SocketAddr) -> anyhow::Result<Connection> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        Ok(Connection { sender, authority: addr.to_string(), session: None })
+    }
+
+    async fn post(&mut self, body: String, headers: &[(&str, &str)]) -> anyhow::Result<(u16, hyper::HeaderMap, Bytes)> {
+        let mut request = hyper::Request::post("/mcp")
+            .header("host", &self.authority)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", PROTOCOL);
+        }
+        self.sender.ready().await?;
+        let response = self.sender.send_request(request.body(Full::new(Bytes::from(body)))?).await?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, headers, body))
+    }
+
+    async fn initialize(&mut self) -> anyhow::Result<()> {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "capsule-bench", "version": "1"}}});
+        let (status, headers, body) = self.post(init.to_string(), &[]).await?;
+        anyhow::ensure!(status == 200, "initialize: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        self.session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (status, _, _) =
+            self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(), &[]).await?;
+        anyhow::ensure!(status < 300, "notifications/initialized: HTTP {status}");
+        Ok(())
+    }
+
+    async fn call(&mut self, id: u64, mode: Mode) -> bool {
+        let headers: &[(&str, &str)] = match mode {
+            Mode::Legacy => &[],
+            Mode::Stateless => &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "add")],
+        };
+        matches!(self.post(call_body(id, mode), headers).await, Ok((200, _, body)) if is_correct(&body))
+    }
+}
+
+/// `clients` connections calling `add` for `duration`.
+pub async fn http(addr: SocketAddr, mode: Mode, clients: usize, duration: Duration) -> anyhow::Result<Sample> {
+    let mut connections = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let mut connection = Connection::open(addr).await?;
+        if mode == Mode::Legacy {
+            connection.initialize().await?;
+        }
+        connections.push(connection);
+    }
+    let start = Instant::now();
+    let deadline = start + duration;
+    let tasks: Vec<_> = connections
+        .into_iter()
+        .enumerate()
+        .map(|(client, mut connection)| {
+            tokio::spawn(async move {
+                let mut sample = Sample::default();
+                let mut id = (client as u64) << 32;
+                while Instant::now() < deadline {
+                    id += 1;
+                    let began = Instant::now();
+                    let ok = connection.call(id, mode).await;
+                    let latency = began.elapsed();
+                    sample.calls += 1;
+                    sample.latencies.push(latency.as_micros().min(u32::MAX as u128) as u32);
+                    if !ok {
+                        sample.errors += 1;
+                    }
+                }
+                sample
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for task in tasks {
+        let sample = task.await?;
+        total.calls += sample.calls;
+        total.errors += sample.errors;
+        total.latencies.extend(sample.latencies);
+    }
+    total.elapsed = start.elapsed();
+    Ok(total)
+}
+
+/// Open `count` idle legacy sessions (for memory per session); returns their connections.
+pub async fn idle_sessions(addr: SocketAddr, count: usize) -> anyhow::Result<usize> {
+    let mut opened = 0;
+    let mut connection = Connection::open(addr).await?;
+    for _ in 0..count {
+        connection.session = None;
+        connection.initialize().await?;
+        opened += 1;
+    }
+    Ok(opened)
+}
+
+/// A server on stdio: `in_flight` calls outstanding at once, for `duration`.
+pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: Duration) -> anyhow::Result<Sample> {
+    let mut child = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    if mode == Mode::Legacy {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "capsule-bench", "version": "1"}}});
+        stdin.write_all(format!("{init}\n").as_bytes()).await?;
+        let answer = lines.next_line().await?.unwrap_or_default();
+        anyhow::ensure!(answer.contains("protocolVersion"), "stdio initialize failed: {answer}");
+        stdin
+            .write_all(format!("{}\n", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes())
+            .await?;
+    }
+    // One untimed call first, so server start-up (plugin compilation) is never measured.
+    stdin.write_all(format!("{}\n", call_body(0, mode)).as_bytes()).await?;
+    let warm = lines.next_line().await?.unwrap_or_default();
+    anyhow::ensure!(is_correct(warm.as_bytes()), "stdio warm-up call failed: {warm}");
+    let permits = Arc::new(Semaphore::new(in_flight));
+    let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
+    let start = Instant::now();
+    let deadline = start + duration;
+    let writer = {
+        let (permits, sent) = (permits.clone(), sent.clone());
+        tokio::spawn(async move {
+            let mut id = 0u64;
+            while Instant::now() < deadline {
+                let Ok(permit) = permits.acquire().await else { break };
+                permit.forget();
+                id += 1;
+                sent.lock().unwrap().insert(id, Instant::now());
+                if stdin.write_all(format!("{}\n", call_body(id, mode)).as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            stdin
+        })
+    };
+    let mut sample = Sample::default();
+    // Past the deadline the writer sends nothing new; stop once every sent call is answered.
+    while Instant::now() < deadline || !sent.lock().unwrap().is_empty() {
+        let line = match tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            _ => anyhow::bail!("the stdio server stopped answering"),
+        };
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        let Some(id) = message.get("id").and_then(Value::as_u64) else { continue };
+        let Some(began) = sent.lock().unwrap().remove(&id) else { continue };
+        sample.calls += 1;
+        sample.latencies.push(began.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        if !is_correct(line.as_bytes()) {
+            sample.errors += 1;
+        }
+        permits.add_permits(1);
+    }
+    sample.elapsed = start.elapsed();
+    permits.close();
+    drop(writer.await?);
+    let _ = child.kill().await;
+    Ok(sample)
+}

@@ -1,0 +1,351 @@
+//! `capsule-bench`: Capsule against a native rmcp server and the HTTP floor, in one run.
+//!
+//! Every figure is min/median/max over repetitions, and every comparison is a ratio against
+//! baselines measured in the same run on the same machine. A run in which any call failed is
+//! reported as failed. `--quick` finishes in under two minutes on two cores.
+
+mod load;
+mod micro;
+mod report;
+mod servers;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use load::Mode;
+use report::{Row, ratio, stat_line};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[derive(Parser)]
+#[command(about = "Benchmark Capsule against a native rmcp server and a bare axum floor")]
+struct Args {
+    /// Short runs (well under two minutes on two cores) for a quick signal.
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions of every measurement (at least 3).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Seconds per HTTP and stdio measurement (default 5, or 0.6 with --quick).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Directory holding the built plugins.
+    #[arg(long, default_value_os_t = default_plugins())]
+    plugins: PathBuf,
+    #[command(subcommand)]
+    serve: Option<Serve>,
+}
+
+/// The servers under test run in child processes of this same binary.
+#[derive(Subcommand)]
+enum Serve {
+    /// Run Capsule's own command line (the code path of the `capsule` binary).
+    #[command(hide = true)]
+    Capsule {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// The native rmcp server with the same `add` tool.
+    #[command(hide = true)]
+    Native {
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// The floor: a bare axum JSON-RPC handler.
+    #[command(hide = true)]
+    Floor {
+        #[arg(long)]
+        listen: SocketAddr,
+    },
+    /// Only generate load against a running server (for profiling it).
+    #[command(hide = true)]
+    Load {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long)]
+        stateless: bool,
+    },
+}
+
+fn default_plugins() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/plugins")
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    match args.serve.take() {
+        Some(Serve::Capsule { args }) => {
+            capsule::cli::main_with_args(std::iter::once(OsString::from("capsule")).chain(args))
+        }
+        Some(Serve::Native { listen: Some(addr) }) => {
+            run(async move { servers::native_http(addr).await.map(|()| true) })
+        }
+        Some(Serve::Native { listen: None }) => run(async { servers::native_stdio().await.map(|()| true) }),
+        Some(Serve::Floor { listen }) => run(async move { servers::floor_http(listen).await.map(|()| true) }),
+        Some(Serve::Load { addr, clients, seconds, stateless }) => run(async move {
+            let mode = if stateless { Mode::Stateless } else { Mode::Legacy };
+            let sample = load::http(addr, mode, clients, Duration::from_secs_f64(seconds)).await?;
+            println!(
+                "{:.0} calls/s, p50 {:.0} µs, p99 {:.0} µs, {} errors",
+                sample.throughput(),
+                sample.percentile(50.0),
+                sample.percentile(99.0),
+                sample.errors
+            );
+            Ok(sample.errors == 0)
+        }),
+        None => run(bench(args)),
+    }
+}
+
+/// Run `work` on a multi-threaded runtime; `Ok(false)` and errors are failures.
+fn run(work: impl std::future::Future<Output = anyhow::Result<bool>>) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(work) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A server child process, killed on drop.
+struct Server {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Start `capsule-bench <args>` and wait for the address it listens on.
+    async fn start(args: &[&str]) -> anyhow::Result<Server> {
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .args(args)
+            .env("CAPSULE_LOG", "warn,capsule::transport=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let addr = loop {
+            let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+                .await
+                .map_err(|_| anyhow::anyhow!("{args:?} did not start"))??
+                .ok_or_else(|| anyhow::anyhow!("{args:?} exited before listening"))?;
+            let found = line
+                .split("listening on ")
+                .nth(1)
+                .or_else(|| line.split("serving MCP at http://").nth(1).map(|r| r.trim_end_matches("/mcp")));
+            if let Some(addr) = found.and_then(|a| a.trim().parse().ok()) {
+                break addr;
+            }
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Server { child, addr })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or_default()
+    }
+}
+
+const CAPSULE_HTTP: &[&str] = &["capsule", "serve", "--listen", "127.0.0.1:0", "--max-sessions", "20000"];
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned()))
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0) / 1024 / 1024)
+        })
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let reset = if capsule::runtime::PluginRuntime::fast_memory_reset() { "available" } else { "unavailable" };
+    format!("{cores} cores ({cpu}), {memory} GiB RAM, Linux {}, PAGEMAP_SCAN memory reset {reset}", kernel.trim())
+}
+
+async fn bench(args: Args) -> anyhow::Result<bool> {
+    let reps = args.reps.max(3);
+    let duration = Duration::from_secs_f64(args.seconds.unwrap_or(if args.quick { 0.6 } else { 5.0 }));
+    let warmup = duration / 5;
+    let started = Instant::now();
+    println!("# capsule-bench: {}", machine());
+    println!(
+        "# {reps} repetitions of {:.1} s each; every figure is min / median / max over repetitions\n",
+        duration.as_secs_f64()
+    );
+
+    // HTTP: the servers run side by side; configurations interleave within each repetition
+    // so drift on a shared machine hits all of them alike.
+    let capsule = Server::start(CAPSULE_HTTP).await?;
+    let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
+    let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
+    let configs = [
+        ("capsule, legacy session (SSE)", capsule.addr, Mode::Legacy),
+        ("capsule, stateless 2026-07-28", capsule.addr, Mode::Stateless),
+        ("native rmcp, legacy session (SSE)", native.addr, Mode::Legacy),
+        ("native rmcp, stateless 2026-07-28", native.addr, Mode::Stateless),
+        ("floor (bare axum JSON-RPC)", floor.addr, Mode::Stateless),
+    ];
+    let mut http_rows: Vec<(usize, Vec<Row>)> = Vec::new();
+    for clients in [1, 8, 64] {
+        let mut rows: Vec<Row> = configs
+            .iter()
+            .map(|(name, _, _)| Row { name: format!("{name}, c={clients}"), samples: Vec::new() })
+            .collect();
+        for (_, addr, mode) in &configs {
+            load::http(*addr, *mode, clients, warmup).await?;
+        }
+        for _ in 0..reps {
+            for (row, (_, addr, mode)) in rows.iter_mut().zip(&configs) {
+                row.samples.push(load::http(*addr, *mode, clients, duration).await?);
+            }
+        }
+        http_rows.push((clients, rows));
+    }
+    drop((capsule, native, floor));
+
+    println!("## tools/call `add` over Streamable HTTP (loopback)\n");
+    println!("{}", report::HEADER);
+    for (_, rows) in &http_rows {
+        for row in rows {
+            println!("{}", row.line());
+        }
+    }
+    println!("\nstalls = calls slower than 30 ms (a Nagle/delayed-ACK stall shows up here, not in the averages)\n");
+
+    // stdio: one call at a time, and 64 in flight.
+    let exe = std::env::current_exe()?.display().to_string();
+    let capsule_stdio = vec![exe.clone(), "capsule".into(), "serve".into(), "--stdio".into()];
+    let native_stdio = vec![exe.clone(), "native".into()];
+    let stdio_configs = [
+        ("capsule stdio", &capsule_stdio, Mode::Legacy),
+        ("capsule stdio, stateless 2026-07-28", &capsule_stdio, Mode::Stateless),
+        ("native rmcp stdio", &native_stdio, Mode::Legacy),
+        ("native rmcp stdio, stateless 2026-07-28", &native_stdio, Mode::Stateless),
+    ];
+    let mut stdio_rows: Vec<(usize, Vec<Row>)> = Vec::new();
+    for in_flight in [1, 64] {
+        let mut rows: Vec<Row> = stdio_configs
+            .iter()
+            .map(|(name, _, _)| Row { name: format!("{name}, {in_flight} in flight"), samples: Vec::new() })
+            .collect();
+        for _ in 0..reps {
+            for (row, (_, command, mode)) in rows.iter_mut().zip(&stdio_configs) {
+                row.samples.push(load::stdio(command, *mode, in_flight, duration).await?);
+            }
+        }
+        stdio_rows.push((in_flight, rows));
+    }
+    println!("## tools/call `add` over stdio\n");
+    println!("{}", report::HEADER);
+    for (_, rows) in &stdio_rows {
+        for row in rows {
+            println!("{}", row.line());
+        }
+    }
+
+    // The plugin runtime, in process.
+    let calc = micro::plugin_bytes(&args.plugins, "calc")?;
+    let runtime = capsule::runtime::PluginRuntime::new(capsule::runtime::RuntimeConfig::default())?;
+    let calls = if args.quick { 2_000 } else { 20_000 };
+    println!("\n## Plugin runtime and server costs\n");
+    println!("{}", report::STAT_HEADER);
+    println!(
+        "{}",
+        stat_line(
+            &format!("compile calc.wasm ({} KiB)", calc.len() / 1024),
+            "ms",
+            micro::compile_ms(&runtime, &calc, reps)?
+        )
+    );
+    println!(
+        "{}",
+        stat_line(
+            "fresh instance + add call + drop",
+            "µs",
+            micro::instance_call_us(&runtime, &calc, calls, reps).await?
+        )
+    );
+    println!("{}", stat_line("load 20 plugins, no compile cache", "ms", micro::load_many_ms(&calc, 20, reps).await?));
+    for sessions in [1_000, 10_000] {
+        for (name, args) in [("capsule", CAPSULE_HTTP), ("native rmcp", &["native", "--listen", "127.0.0.1:0"][..])] {
+            let mut per_session = Vec::new();
+            for _ in 0..reps {
+                let server = Server::start(args).await?;
+                micro::settle().await;
+                let before = micro::rss_kib(server.pid())?;
+                load::idle_sessions(server.addr, sessions).await?;
+                micro::settle().await;
+                per_session.push((micro::rss_kib(server.pid())?.saturating_sub(before)) as f64 / sessions as f64);
+                if sessions == 10_000 {
+                    println!(
+                        "{}",
+                        stat_line(
+                            &format!("{name}: RSS with {sessions} idle sessions"),
+                            "MiB",
+                            vec![micro::rss_kib(server.pid())? as f64 / 1024.0]
+                        )
+                    );
+                }
+            }
+            println!("{}", stat_line(&format!("{name}: memory per idle session ({sessions})"), "KiB", per_session));
+        }
+    }
+    println!("\nnot measured yet: swap latency (file write to first call on the new version) needs hot swap (issue 4)");
+
+    // Ratios against the baselines of this run.
+    println!("\n## Ratios of median throughput (same run)\n");
+    let mut http_ratios = Vec::new();
+    for (clients, rows) in &http_rows {
+        let (c_legacy, c_stateless, n_legacy, n_stateless, floor) = (&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]);
+        let (legacy, stateless) = (ratio(c_legacy, n_legacy), ratio(c_stateless, n_stateless));
+        http_ratios.extend([legacy, stateless]);
+        println!(
+            "c={clients:<3} capsule/native: legacy {legacy:.2}, stateless {stateless:.2};  capsule/floor: legacy {:.2}, stateless {:.2}",
+            ratio(c_legacy, floor),
+            ratio(c_stateless, floor)
+        );
+    }
+    let mut stdio_ratios = Vec::new();
+    for (in_flight, rows) in &stdio_rows {
+        let (legacy, stateless) = (ratio(&rows[0], &rows[2]), ratio(&rows[1], &rows[3]));
+        stdio_ratios.extend([legacy, stateless]);
+        println!("stdio, {in_flight:<2} in flight: capsule/native legacy {legacy:.2}, stateless {stateless:.2}");
+    }
+    let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum();
+    println!("\n# finished in {:.0} s", started.elapsed().as_secs_f64());
+    if errors > 0 {
+        println!("bench: FAILED: {errors} calls failed; figures from a run with errors are not valid");
+        return Ok(false);
+    }
+    println!(
+        "bench: capsule/native http throughput {:.2}, capsule/native stdio throughput {:.2}",
+        geometric_mean(&http_ratios),
+        geometric_mean(&stdio_ratios)
+    );
+    Ok(true)
+}
+
+/// The geometric mean: the right average for ratios.
+fn geometric_mean(values: &[f64]) -> f64 {
+    (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
+}
