@@ -46,6 +46,18 @@ async fn request_without_method_is_an_invalid_request() {
 }
 
 #[tokio::test]
+async fn undecodable_params_are_an_invalid_request() {
+    let server = server();
+    let client = session(&server).await;
+    let reply = client.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": 7})).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.messages[0]["error"]["code"], -32600, "{}", reply.body);
+    assert_eq!(reply.messages[0]["id"], 5, "the error must echo the request id");
+    let after = client.request(6, "tools/call", json!({"name": "echo", "arguments": {"text": "fine"}})).await;
+    assert_eq!(first_text(&after["result"]), "fine");
+}
+
+#[tokio::test]
 async fn unknown_method_is_method_not_found() {
     let server = server();
     let client = session(&server).await;

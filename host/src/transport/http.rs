@@ -144,28 +144,38 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
             );
         }
     };
-    let value = match jsonrpc::parse(&bytes) {
-        Ok(value) => value,
+    let envelope = match jsonrpc::read(&bytes) {
+        Ok(jsonrpc::Incoming::Single(envelope)) => envelope,
+        Ok(jsonrpc::Incoming::Batch(items)) => return batch(&guard, parts, &items).await,
         Err(error) => return json_response(StatusCode::BAD_REQUEST, &error),
     };
-    if let Value::Array(items) = &value {
-        return batch(&guard, parts, items).await;
-    }
-    if let Err(error) = jsonrpc::check(&value) {
-        return json_response(StatusCode::BAD_REQUEST, &error);
-    }
-    if value.get("method").and_then(Value::as_str) == Some("initialize") {
+    if envelope.method == Some("initialize") {
         let live = guard.sessions.sessions.read().await.len();
         if live >= guard.options.max_sessions {
             return jsonrpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                value.get("id").cloned().unwrap_or(Value::Null),
+                envelope.id.unwrap_or(Value::Null),
                 -32000,
                 format!("the server has reached its limit of {live} live sessions; try again later"),
             );
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    let id = envelope.id;
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    // rmcp answers a JSON body it cannot decode as a message with a bare 415; say what is wrong
+    // in JSON-RPC terms instead (checked only now, so well-formed traffic is parsed once).
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
+        && is_json
+        && let Err(error) = jsonrpc::check_typed(&bytes, id.as_ref())
+    {
+        return json_response(StatusCode::BAD_REQUEST, &error);
+    }
+    response
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {

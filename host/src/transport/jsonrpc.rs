@@ -2,6 +2,8 @@
 //! gets a spec-shaped error (rmcp answers some of it with a bare HTTP 415 or not at all).
 
 use rmcp::model::ClientJsonRpcMessage;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 /// The only revision whose clients may send JSON-RPC batches.
@@ -15,6 +17,60 @@ pub fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
 /// Parse a body or line: `Err` is the parse error to send back.
 pub fn parse(bytes: &[u8]) -> Result<Value, Value> {
     serde_json::from_slice(bytes).map_err(|e| error(Value::Null, -32700, format!("Parse error: {e}")))
+}
+
+/// The fields of a single message the transports look at. Parsing it validates the whole
+/// text as JSON but skips `params` without building anything: on the hot path this is all
+/// the checking done before rmcp parses the message for real.
+#[derive(Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a str>,
+    #[serde(borrow, default)]
+    pub method: Option<&'a str>,
+    #[serde(default)]
+    pub id: Option<Value>,
+    #[serde(default)]
+    result: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+/// A body or line: one message, or a batch.
+pub enum Incoming<'a> {
+    Single(Envelope<'a>),
+    Batch(Vec<Value>),
+}
+
+/// Read a body or line cheaply: `Err` is the parse or invalid-request error to send back.
+pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Value> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        return match parse(bytes)? {
+            Value::Array(items) => Ok(Incoming::Batch(items)),
+            _ => Err(error(Value::Null, -32700, "Parse error")),
+        };
+    }
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => error(Value::Null, -32600, format!("Invalid Request: {e}")),
+        _ => error(Value::Null, -32700, format!("Parse error: {e}")),
+    })?;
+    let id = envelope.id.clone().unwrap_or(Value::Null);
+    if envelope.jsonrpc != Some("2.0") {
+        return Err(error(id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+    }
+    if envelope.method.is_none() && envelope.result.is_none() && envelope.error.is_none() {
+        return Err(error(id, -32600, "Invalid Request: missing \"method\""));
+    }
+    Ok(Incoming::Single(envelope))
+}
+
+/// Check that a message is one rmcp can decode (e.g. `params` of the right shape), so the
+/// error can echo the id; `Err` is the invalid-request error.
+pub fn check_typed(bytes: &[u8], id: Option<&Value>) -> Result<(), Value> {
+    serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
+        .map(drop)
+        .map_err(|e| error(id.cloned().unwrap_or(Value::Null), -32600, format!("Invalid Request: {e}")))
 }
 
 /// Check one message: `Err` is the invalid-request error to send back, echoing the id.
@@ -74,5 +130,15 @@ mod tests {
         assert!(check(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_ok());
         assert!(is_request(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
         assert!(unbatchable(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})).is_some());
+        let Ok(Incoming::Single(envelope)) = read(br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":[1,2]}}"#)
+        else {
+            panic!("a request reads as one message")
+        };
+        assert_eq!((envelope.method, envelope.id), (Some("ping"), Some(json!(3))));
+        assert!(matches!(read(b" [1, 2]"), Ok(Incoming::Batch(items)) if items.len() == 2));
+        assert_eq!(read(b"{\"jsonrpc\": ").err().unwrap()["error"]["code"], -32700);
+        assert_eq!(read(b"42").err().unwrap()["error"]["code"], -32600);
+        assert_eq!(read(br#"{"jsonrpc":"2.0","id":5}"#).err().unwrap()["id"], 5);
+        assert!(check_typed(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#, None).is_err());
     }
 }

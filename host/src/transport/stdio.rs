@@ -49,12 +49,12 @@ pub async fn serve_on(
             if line.trim().is_empty() {
                 continue;
             }
-            let forward = match jsonrpc::parse(line.as_bytes()) {
+            let forward = match jsonrpc::read(line.as_bytes()) {
                 Err(error) => {
                     let _ = notes_tx.send(Note::Send(error));
                     Vec::new()
                 }
-                Ok(Value::Array(items)) => {
+                Ok(jsonrpc::Incoming::Batch(items)) => {
                     let negotiated = version.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     if negotiated.as_deref() != Some(jsonrpc::BATCH_VERSION) || items.is_empty() {
                         let _ = notes_tx.send(Note::Send(jsonrpc::batch_refused(negotiated.as_deref())));
@@ -70,28 +70,30 @@ pub async fn serve_on(
                                 if jsonrpc::is_request(&item) {
                                     ids.push(item["id"].clone());
                                 }
-                                forward.push(item);
+                                forward.push(item.to_string());
                             }
                         }
                     }
                     let _ = notes_tx.send(Note::Batch { ids, errors });
                     forward
                 }
-                Ok(message) => match jsonrpc::check(&message) {
-                    Err(error) => {
-                        let _ = notes_tx.send(Note::Send(error));
-                        Vec::new()
-                    }
-                    Ok(()) => {
-                        if message.get("method").and_then(Value::as_str) == Some("initialize") {
-                            let _ = notes_tx.send(Note::Initialize(message["id"].clone()));
+                Ok(jsonrpc::Incoming::Single(envelope)) => {
+                    // rmcp would answer an undecodable message without its id; check here.
+                    match jsonrpc::check_typed(line.as_bytes(), envelope.id.as_ref()) {
+                        Err(error) => {
+                            let _ = notes_tx.send(Note::Send(error));
+                            Vec::new()
                         }
-                        vec![message]
+                        Ok(()) => {
+                            if envelope.method == Some("initialize") {
+                                let _ = notes_tx.send(Note::Initialize(envelope.id.unwrap_or(Value::Null)));
+                            }
+                            vec![line]
+                        }
                     }
-                },
+                }
             };
-            for message in forward {
-                let mut line = message.to_string();
+            for mut line in forward {
                 line.push('\n');
                 if to_server.write_all(line.as_bytes()).await.is_err() {
                     return;
@@ -110,6 +112,23 @@ pub async fn serve_on(
     Ok(())
 }
 
+/// What the writer reads of a server message: enough to route it, nothing more.
+#[derive(serde::Deserialize)]
+struct Reply {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    result: Option<ReplyResult>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReplyResult {
+    #[serde(rename = "protocolVersion", default)]
+    protocol_version: Option<String>,
+}
+
 /// Copy the server's messages to `output`, holding batch responses until the whole batch is
 /// answered.
 async fn write_out(
@@ -126,15 +145,18 @@ async fn write_out(
     let mut notes_open = true;
     loop {
         let outgoing = tokio::select! {
+            // Notes first: a note about a request is always sent before the request reaches
+            // the server, so it must be seen before the server's answer.
+            biased;
             note = notes.recv(), if notes_open => match note {
-                Some(Note::Send(message)) => Some(message),
+                Some(Note::Send(message)) => Some(message.to_string()),
                 Some(Note::Initialize(id)) => {
                     initialize_ids.insert(id.to_string());
                     None
                 }
                 Some(Note::Batch { ids, errors }) => {
                     if ids.is_empty() {
-                        (!errors.is_empty()).then_some(Value::Array(errors))
+                        (!errors.is_empty()).then(|| Value::Array(errors).to_string())
                     } else {
                         next_batch += 1;
                         for id in &ids {
@@ -151,33 +173,33 @@ async fn write_out(
             },
             line = lines.next_line() => match line {
                 Ok(Some(line)) => {
-                    let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
-                    let id = message.get("id").filter(|_| message.get("method").is_none()).map(Value::to_string);
+                    let Ok(reply) = serde_json::from_str::<Reply>(&line) else { continue };
+                    let id = reply.id.filter(|_| reply.method.is_none()).map(|id| id.to_string());
                     if let Some(id) = &id
                         && initialize_ids.remove(id)
-                        && let Some(v) = message.pointer("/result/protocolVersion").and_then(Value::as_str)
+                        && let Some(v) = reply.result.and_then(|r| r.protocol_version)
                     {
-                        *version.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_owned());
+                        *version.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
                     }
                     match id.as_ref().and_then(|id| batch_of.remove(id).map(|b| (id, b))) {
                         Some((id, b)) => {
                             let (waiting, answers) = batches.get_mut(&b).expect("every batch id maps to a live batch");
                             waiting.remove(id);
-                            answers.push(message);
+                            answers.push(serde_json::from_str(&line).unwrap_or(Value::Null));
                             if waiting.is_empty() {
-                                batches.remove(&b).map(|(_, answers)| Value::Array(answers))
+                                batches.remove(&b).map(|(_, answers)| Value::Array(answers).to_string())
                             } else {
                                 None
                             }
                         }
-                        None => Some(message),
+                        // Everything else goes out exactly as the server wrote it.
+                        None => Some(line),
                     }
                 }
                 _ => return,
             },
         };
-        if let Some(message) = outgoing {
-            let mut line = message.to_string();
+        if let Some(mut line) = outgoing {
             line.push('\n');
             if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
                 return;
