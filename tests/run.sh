@@ -13,6 +13,7 @@ cargo test --release --workspace
 
 # Crates outside the host workspace: the shared URI-template matcher, the SDK, and the
 # plugins' own unit tests (run natively; their WebAssembly builds are exercised above).
-cargo test --release --manifest-path sdk/template/Cargo.toml
-cargo test --release --manifest-path sdk/Cargo.toml
-(cd plugins && cargo test --release --workspace)
+# Their native builds share target/native rather than littering their source folders.
+cargo test --release --target-dir target/native --manifest-path sdk/template/Cargo.toml
+cargo test --release --target-dir target/native --manifest-path sdk/Cargo.toml
+(cd plugins && cargo test --release --target-dir ../target/native --workspace)

@@ -1,12 +1,9 @@
 //! Bad input of every kind gets the protocol's proper answer with a message a person can act
 //! on, and the server keeps serving everyone else.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, all_plugins, first_text, plugins};
+use crate::support::{Client, Server, StdioServer, all_plugins, first_text, plugins};
 
 fn server() -> Server {
     let mut args = all_plugins();
@@ -189,45 +186,26 @@ async fn corrupt_wasm_and_collisions_are_load_errors_and_the_rest_is_served() {
 
 #[test]
 fn stdio_answers_bad_lines_and_keeps_going() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
-        .args(["serve", "--stdio"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut read = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line)
-            .unwrap_or_else(|e| panic!("stdout must carry only JSON-RPC ({e}): {line:?}"))
-    };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
-    assert_eq!(read()["result"]["protocolVersion"], "2025-06-18");
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
-    writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\":").unwrap();
-    let parse_error = read();
+    let mut stdio = StdioServer::start();
+    stdio.initialize("2025-06-18");
+    stdio.send_line("{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\":");
+    let parse_error = stdio.read();
     assert_eq!((parse_error["error"]["code"].clone(), parse_error["id"].clone()), (json!(-32700), Value::Null));
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 8})).unwrap();
-    let invalid = read();
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 8}));
+    let invalid = stdio.read();
     assert_eq!((invalid["error"]["code"].clone(), invalid["id"].clone()), (json!(-32600), json!(8)), "{invalid}");
-    writeln!(stdin, "{}", json!([{"jsonrpc": "2.0", "id": 7, "method": "ping"}])).unwrap();
-    let batch = read();
+    stdio.send(&json!([{"jsonrpc": "2.0", "id": 7, "method": "ping"}]));
+    let batch = stdio.read();
     assert_eq!(batch["error"]["code"], -32600, "batches belong to 2025-03-26 only: {batch}");
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
-    assert_eq!(read()["error"]["code"], -32601);
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "evaluate", "arguments": {"expression": "1/0"}}})).unwrap();
-    let response = read();
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"}));
+    assert_eq!(stdio.read()["error"]["code"], -32601);
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "evaluate", "arguments": {"expression": "1/0"}}}));
+    let response = stdio.read();
     assert_eq!(response["result"]["isError"], true, "{response}");
     assert!(first_text(&response["result"]).contains("division by zero"));
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}})).unwrap();
-    assert_eq!(first_text(&read()["result"]), "3");
-    drop(stdin);
-    assert!(child.wait().unwrap().success(), "capsule should exit cleanly when stdin closes");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}));
+    assert_eq!(first_text(&stdio.read()["result"]), "3");
+    stdio.finish();
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, all_plugins, first_text, root};
+use crate::support::{Client, Server, StdioServer, all_plugins, first_text, root};
 
 fn server() -> Server {
     let args = all_plugins();
@@ -84,33 +84,14 @@ async fn batches_are_served_on_2025_03_26_only() {
 
 #[test]
 fn stdio_batches_on_2025_03_26() {
-    use std::io::{BufRead, BufReader, Write};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
-        .args(["serve", "--stdio"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut read = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
-    assert_eq!(read()["result"]["protocolVersion"], "2025-03-26");
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
-    let batch = json!([
+    let mut stdio = StdioServer::start();
+    stdio.initialize("2025-03-26");
+    stdio.send(&json!([
         {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
         {"jsonrpc": "2.0", "id": "b", "method": "ping"},
         {"jsonrpc": "2.0", "id": "c"}
-    ]);
-    writeln!(stdin, "{batch}").unwrap();
-    let answers = read();
+    ]));
+    let answers = stdio.read();
     let answers = answers.as_array().expect("a batch is answered with an array");
     assert_eq!(answers.len(), 3, "{answers:?}");
     let by_id =
@@ -118,8 +99,7 @@ fn stdio_batches_on_2025_03_26() {
     assert_eq!(first_text(&by_id("a")["result"]), "3");
     assert_eq!(by_id("b")["result"], json!({}));
     assert_eq!(by_id("c")["error"]["code"], -32600);
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    stdio.finish();
 }
 
 #[tokio::test]

@@ -159,16 +159,22 @@ impl Client {
         Client { http: reqwest::Client::new(), url: url.to_owned(), session: None, version: "2025-11-25".into() }
     }
 
-    /// POST a body with the standard headers (plus `extra`), reading JSON or SSE.
-    pub async fn post_raw(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> Reply {
-        let mut request = self
+    /// A POST with the standard headers, and the session's when there is one.
+    fn builder(&self) -> reqwest::RequestBuilder {
+        let request = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
-        if let Some(session) = &self.session {
-            request = request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version);
+        match &self.session {
+            Some(session) => request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version),
+            None => request,
         }
+    }
+
+    /// POST a body with the standard headers (plus `extra`), reading JSON or SSE.
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> Reply {
+        let mut request = self.builder();
         for (name, value) in extra {
             request = request.header(*name, *value);
         }
@@ -197,15 +203,7 @@ impl Client {
 
     /// POST a message and read the SSE response message by message, as it arrives.
     pub async fn stream(&self, message: &Value) -> SseStream {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(session) = &self.session {
-            request = request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version);
-        }
-        let response = request.body(message.to_string()).send().await.expect("send");
+        let response = self.builder().body(message.to_string()).send().await.expect("send");
         assert_eq!(response.status(), 200, "streamed POST");
         SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
@@ -280,5 +278,58 @@ impl SseStream {
             let chunk = tokio::time::timeout(Duration::from_secs(10), self.body.next()).await.ok()??.ok()?;
             self.buffer.push_str(&String::from_utf8_lossy(&chunk));
         }
+    }
+}
+
+/// `capsule serve --stdio` over real pipes: write messages, read one JSON line at a time.
+pub struct StdioServer {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl StdioServer {
+    pub fn start() -> StdioServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .args(["serve", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start capsule --stdio");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        StdioServer { child, stdin, stdout }
+    }
+
+    /// Write one line as it is (it need not be valid JSON).
+    pub fn send_line(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().expect("stdin open"), "{line}").expect("write to capsule");
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// The next line of stdout, which must be JSON-RPC and nothing else.
+    pub fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from capsule");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout must carry only JSON-RPC ({e}): {line:?}"))
+    }
+
+    /// `initialize` at `version` and `notifications/initialized`.
+    pub fn initialize(&mut self, version: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        assert_eq!(self.read()["result"]["protocolVersion"], version);
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Close stdin and expect a clean exit.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().expect("wait").success(), "capsule should exit cleanly when stdin closes");
     }
 }

@@ -54,11 +54,12 @@ impl Default for HttpOptions {
     }
 }
 
-#[derive(Clone)]
+/// The guard's state. axum clones middleware state for every request, so it lives behind
+/// one `Arc` (rmcp's service, cloned by value, carries its whole configuration).
 struct Guard {
     service: StreamableHttpService<CapsuleServer, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
-    options: Arc<HttpOptions>,
+    options: HttpOptions,
 }
 
 /// The axum router serving MCP at `/mcp`.
@@ -81,7 +82,7 @@ pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationT
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(shutdown);
     let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
-    let guard = Guard { service: service.clone(), sessions, options: Arc::new(options) };
+    let guard = Arc::new(Guard { service: service.clone(), sessions, options });
     Router::new().route_service("/mcp", service).layer(middleware::from_fn_with_state(guard, self::guard))
 }
 
@@ -119,7 +120,7 @@ fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<St
     json_response(status, &jsonrpc::error(id, code, message))
 }
 
-async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE {
         // rmcp acknowledges a session DELETE with 202; clients (the Python SDK among them)
         // expect 200 or 204 for a completed termination.

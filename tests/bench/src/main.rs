@@ -288,26 +288,19 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     println!("{}", stat_line("load 20 plugins, no compile cache", "ms", micro::load_many_ms(&calc, 20, reps).await?));
     for sessions in [1_000, 10_000] {
         for (name, args) in [("capsule", CAPSULE_HTTP), ("native rmcp", &["native", "--listen", "127.0.0.1:0"][..])] {
-            let mut per_session = Vec::new();
+            let (mut per_session, mut total) = (Vec::new(), Vec::new());
             for _ in 0..reps {
                 let server = Server::start(args).await?;
                 micro::settle().await;
                 let before = micro::rss_kib(server.pid())?;
                 load::idle_sessions(server.addr, sessions).await?;
                 micro::settle().await;
-                per_session.push((micro::rss_kib(server.pid())?.saturating_sub(before)) as f64 / sessions as f64);
-                if sessions == 10_000 {
-                    println!(
-                        "{}",
-                        stat_line(
-                            &format!("{name}: RSS with {sessions} idle sessions"),
-                            "MiB",
-                            vec![micro::rss_kib(server.pid())? as f64 / 1024.0]
-                        )
-                    );
-                }
+                let after = micro::rss_kib(server.pid())?;
+                per_session.push(after.saturating_sub(before) as f64 / sessions as f64);
+                total.push(after as f64 / 1024.0);
             }
             println!("{}", stat_line(&format!("{name}: memory per idle session ({sessions})"), "KiB", per_session));
+            println!("{}", stat_line(&format!("{name}: RSS with {sessions} idle sessions"), "MiB", total));
         }
     }
     println!("\nnot measured yet: swap latency (file write to first call on the new version) needs hot swap (issue 4)");
