@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
 use crate::mcp::{Shared, StateCodec};
-use crate::runtime::{Plugin, PluginRuntime, RuntimeConfig};
+use crate::runtime::{CompileCache, Plugin, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
@@ -67,6 +67,13 @@ struct LimitArgs {
     /// Plugin instances alive at once, across all plugins.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_instances: u32,
+    /// Keep compiled plugins here, keyed by content hash (default: $XDG_CACHE_HOME/capsule or
+    /// ~/.cache/capsule). The directory is made private to this user.
+    #[arg(long, value_name = "DIR", env = "CAPSULE_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile every plugin at every start instead of using the compile cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_compile_cache: bool,
 }
 
 #[derive(Debug, Args)]
@@ -179,7 +186,8 @@ pub async fn load_catalog(runtime: &PluginRuntime, sources: Vec<Source>) -> Resu
             Ok(next) => {
                 let m = plugin.manifest();
                 tracing::info!(
-                    "loaded plugin {name}: {} tools, {} resources, {} templates, {} prompts",
+                    "loaded plugin {name} (sha256 {}): {} tools, {} resources, {} templates, {} prompts",
+                    &plugin.digest()[..12],
                     m.tools.len(),
                     m.resources.len(),
                     m.templates.len(),
@@ -208,7 +216,20 @@ fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
+    let compile_cache = if args.limits.no_compile_cache {
+        None
+    } else {
+        match args.limits.cache_dir.clone().or_else(CompileCache::default_dir).map(CompileCache::open) {
+            Some(Ok(cache)) => Some(cache),
+            Some(Err(e)) => {
+                tracing::warn!("compile cache unavailable, compiling every plugin: {e}");
+                None
+            }
+            None => None,
+        }
+    };
     let config = RuntimeConfig {
+        compile_cache,
         memory_limit: args.limits.memory_limit << 20,
         cpu_deadline: Duration::from_millis(args.limits.cpu_deadline),
         wall_deadline: Duration::from_millis(args.limits.call_timeout),

@@ -209,6 +209,38 @@ fn stdio_answers_bad_lines_and_keeps_going() {
 }
 
 #[tokio::test]
+async fn compiled_plugins_are_cached_and_bad_entries_are_replaced() {
+    let cache = scratch_dir("cache");
+    let calc = plugins().join("calc.wasm");
+    let args = ["--plugin", calc.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()];
+    let entries = || std::fs::read_dir(&cache).unwrap().filter_map(Result::ok).map(|e| e.path()).collect::<Vec<_>>();
+    let add = async |server: &Server| {
+        let client = session(server).await;
+        first_text(
+            &client.request(1, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 2}})).await["result"],
+        )
+    };
+    let first = Server::http(&args);
+    assert_eq!(add(&first).await, "4");
+    drop(first);
+    let stored = entries();
+    assert_eq!(stored.len(), 1, "one artifact per component: {stored:?}");
+    let modified = std::fs::metadata(&stored[0]).unwrap().modified().unwrap();
+    let second = Server::http(&args);
+    assert_eq!(add(&second).await, "4");
+    drop(second);
+    assert_eq!(std::fs::metadata(&stored[0]).unwrap().modified().unwrap(), modified, "a warm start must not recompile");
+    // A damaged artifact is discarded and the plugin compiled again.
+    std::fs::write(&stored[0], b"not machine code").unwrap();
+    let third = Server::http(&args);
+    assert_eq!(add(&third).await, "4");
+    assert!(third.log().contains("discarding unusable compile cache entry"), "{}", third.log());
+    drop(third);
+    assert!(std::fs::read(&stored[0]).unwrap().len() > 1000, "the entry was rewritten");
+    let _ = std::fs::remove_dir_all(cache);
+}
+
+#[tokio::test]
 async fn live_sessions_are_capped() {
     let server = Server::http(&["--max-sessions", "2"]);
     let mut first = Client::new(&server.url);

@@ -7,6 +7,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings;
+use super::cache::{CompileCache, digest};
 use super::error::LoadError;
 use super::plugin::Plugin;
 use super::sandbox::CallState;
@@ -32,6 +33,8 @@ pub struct RuntimeConfig {
     pub stderr_limit: usize,
     /// Log and progress messages forwarded per call; the rest are dropped.
     pub event_limit: u32,
+    /// Where compiled components are kept between runs; `None` compiles every time.
+    pub compile_cache: Option<CompileCache>,
 }
 
 impl Default for RuntimeConfig {
@@ -44,6 +47,7 @@ impl Default for RuntimeConfig {
             table_elements: 20_000,
             stderr_limit: 64 << 10,
             event_limit: 1_000,
+            compile_cache: None,
         }
     }
 }
@@ -131,15 +135,29 @@ impl PluginRuntime {
             .map_err(|e| LoadError::Compile { plugin: name.to_owned(), reason: format!("{e:#}") })
     }
 
-    /// Compile a component on the blocking pool, then link it, check its exports and read its
-    /// tools, resources and prompts.
+    /// Compile a component (or take it from the compile cache) on the blocking pool, then
+    /// link it, check its exports and read its tools, resources and prompts.
     pub async fn load(&self, name: &str, bytes: Arc<[u8]>) -> Result<Plugin, LoadError> {
         let runtime = self.clone();
         let owned = name.to_owned();
-        let component = tokio::task::spawn_blocking(move || runtime.compile(&owned, &bytes))
-            .await
-            .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
-        Plugin::link(self.inner.clone(), name, component).await
+        let (component, sha256) = tokio::task::spawn_blocking(move || {
+            let engine = &runtime.inner.engine;
+            let cache = runtime.inner.config.compile_cache.as_ref();
+            let component = match cache.and_then(|cache| cache.load(engine, &bytes)) {
+                Some(component) => component,
+                None => {
+                    let component = runtime.compile(&owned, &bytes)?;
+                    if let Some(cache) = cache {
+                        cache.store(engine, &bytes, &component);
+                    }
+                    component
+                }
+            };
+            Ok::<_, LoadError>((component, digest(&bytes)))
+        })
+        .await
+        .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
+        Plugin::link(self.inner.clone(), name, sha256, component).await
     }
 }
 

@@ -5,6 +5,7 @@
 //! re-exported from [`types`]) and reports what a running call does through [`CallEvents`].
 
 mod bindings;
+mod cache;
 mod engine;
 mod error;
 mod limits;
@@ -12,6 +13,7 @@ mod plugin;
 mod sandbox;
 
 pub use bindings::types;
+pub use cache::{CompileCache, digest};
 pub use engine::{PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use plugin::{Manifest, Plugin};

@@ -28,6 +28,7 @@ pub struct Manifest {
 /// A compiled, linked plugin. Cheap to share behind an `Arc`; calls may run concurrently.
 pub struct Plugin {
     name: Arc<str>,
+    digest: String,
     runtime: Arc<RuntimeInner>,
     pre: InstancePre<CallState>,
     tools: Option<tools::GuestIndices>,
@@ -57,6 +58,7 @@ impl Plugin {
     pub(crate) async fn link(
         runtime: Arc<RuntimeInner>,
         name: &str,
+        digest: String,
         component: Component,
     ) -> Result<Plugin, LoadError> {
         let pre = runtime
@@ -65,6 +67,7 @@ impl Plugin {
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let mut plugin = Plugin {
             name: name.into(),
+            digest,
             tools: optional(name, &pre, bindings::TOOLS, tools::GuestIndices::new)?,
             resources: optional(name, &pre, bindings::RESOURCES, resources::GuestIndices::new)?,
             prompts: optional(name, &pre, bindings::PROMPTS, prompts::GuestIndices::new)?,
@@ -87,6 +90,11 @@ impl Plugin {
     /// The plugin's name (its file stem).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The SHA-256 of the component, in hex: which version of the plugin this is.
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// What the plugin provides.

@@ -285,7 +285,9 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             micro::instance_call_us(&runtime, &calc, calls, reps).await?
         )
     );
-    println!("{}", stat_line("load 20 plugins, no compile cache", "ms", micro::load_many_ms(&calc, 20, reps).await?));
+    let (empty, warm) = micro::load_many_ms(&calc, 20, reps).await?;
+    println!("{}", stat_line("load 20 plugins, empty compile cache", "ms", empty));
+    println!("{}", stat_line("load 20 plugins, warm compile cache", "ms", warm));
     for sessions in [1_000, 10_000] {
         for (name, args) in [("capsule", CAPSULE_HTTP), ("native rmcp", &["native", "--listen", "127.0.0.1:0"][..])] {
             let (mut per_session, mut total) = (Vec::new(), Vec::new());

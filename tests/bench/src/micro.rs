@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capsule::runtime::{NoEvents, PluginRuntime, RuntimeConfig, types};
+use capsule::runtime::{CompileCache, NoEvents, PluginRuntime, RuntimeConfig, types};
 
 /// Milliseconds to compile `bytes` once, `reps` times.
 pub fn compile_ms(runtime: &PluginRuntime, bytes: &[u8], reps: usize) -> anyhow::Result<Vec<f64>> {
@@ -49,18 +49,41 @@ pub async fn instance_call_us(
     Ok(results)
 }
 
-/// Milliseconds to load `count` plugins (compile, link, read their lists) into a fresh runtime.
-pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Result<Vec<f64>> {
-    let mut results = Vec::new();
+/// Milliseconds to load `count` distinct plugins (compile or take from the cache, link, read
+/// their lists) into a fresh runtime: with an empty compile cache, then with the warm one.
+pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    // Distinct contents, so each plugin has its own cache entry: the component's own custom
+    // sections are not read by the host.
+    let plugins: Vec<Arc<[u8]>> = (0..count).map(|i| Arc::from(with_custom_section(bytes, i))).collect();
+    let (mut empty, mut warm) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        let runtime = PluginRuntime::new(RuntimeConfig::default())?;
-        let start = Instant::now();
-        for i in 0..count {
-            runtime.load(&format!("plugin{i}"), Arc::from(bytes)).await?;
+        let dir = std::env::temp_dir().join(format!("capsule-bench-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for results in [&mut empty, &mut warm] {
+            let config = RuntimeConfig { compile_cache: Some(CompileCache::open(&dir)?), ..RuntimeConfig::default() };
+            let runtime = PluginRuntime::new(config)?;
+            let start = Instant::now();
+            for (i, plugin) in plugins.iter().enumerate() {
+                runtime.load(&format!("plugin{i}"), plugin.clone()).await?;
+            }
+            results.push(start.elapsed().as_secs_f64() * 1e3);
         }
-        results.push(start.elapsed().as_secs_f64() * 1e3);
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(results)
+    Ok((empty, warm))
+}
+
+/// A copy of a component with one more custom section (`capsule-bench` = `n`).
+fn with_custom_section(component: &[u8], n: usize) -> Vec<u8> {
+    let name = b"capsule-bench";
+    let payload = n.to_le_bytes();
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    out.push((1 + name.len() + payload.len()) as u8); // section size (fits one LEB128 byte)
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
 }
 
 /// Resident set size of a process, in KiB.

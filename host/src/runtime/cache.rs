@@ -1,0 +1,107 @@
+//! Compiled components on disk, keyed by content hash, so a restart or a swap back to an
+//! earlier version of a plugin does not compile it again.
+//!
+//! The key is the SHA-256 of the component bytes together with wasmtime's compatibility hash
+//! of the engine (version, target, compiler flags, tunables): an artifact is only ever loaded
+//! into an engine that could have produced it.
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// A directory of precompiled components.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    dir: PathBuf,
+}
+
+/// Feeds `Hash` output into SHA-256, giving a hash that is stable across processes (the
+/// standard library's hashers are not).
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        let digest = self.0.clone().finalize();
+        u64::from_le_bytes(digest[..8].try_into().expect("a SHA-256 digest has 32 bytes"))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of a component, in hex: the identity of a plugin version.
+pub fn digest(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+impl CompileCache {
+    /// Use `dir`, creating it readable by this user only: whatever is in it is loaded as
+    /// machine code, so nobody else may write there.
+    pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<CompileCache> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(CompileCache { dir })
+    }
+
+    /// The default location: `$XDG_CACHE_HOME/capsule` or `~/.cache/capsule`.
+    pub fn default_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+        Some(base.join("capsule"))
+    }
+
+    fn path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.dir.join(format!("{}-{:016x}.cwasm", digest(bytes), hasher.finish()))
+    }
+
+    /// The cached compilation of `bytes`, if there is a usable one.
+    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> Option<Component> {
+        let path = self.path(engine, bytes);
+        if !path.exists() {
+            return None;
+        }
+        // SAFETY: the file was written by `store` below, into a directory only this user can
+        // write, under a name derived from the source bytes and this engine's configuration;
+        // wasmtime still checks the header and engine compatibility and fails cleanly.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!("discarding unusable compile cache entry {}: {e:#}", path.display());
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Save a compilation. Written to a temporary file and renamed, so a reader never sees a
+    /// partial artifact; failures only cost a recompile later, so they are logged, not raised.
+    pub fn store(&self, engine: &Engine, bytes: &[u8], component: &Component) {
+        let path = self.path(engine, bytes);
+        let result = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}"))).and_then(|artifact| {
+            let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+            file.write_all(&artifact)?;
+            file.as_file().sync_all()?;
+            file.persist(&path).map(drop).map_err(|e| e.error)
+        });
+        if let Err(e) = result {
+            tracing::warn!("could not write compile cache entry {}: {e}", path.display());
+        }
+    }
+}
