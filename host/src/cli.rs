@@ -3,16 +3,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::Catalog;
+use crate::loader::{self, Sources};
 use crate::mcp::{Shared, StateCodec};
-use crate::runtime::{CompileCache, Plugin, PluginRuntime, RuntimeConfig};
+use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
@@ -43,6 +42,9 @@ struct ServeArgs {
     /// Load this .wasm component (repeatable).
     #[arg(long = "plugin", value_name = "FILE.wasm")]
     plugin_files: Vec<PathBuf>,
+    /// Watch the plugin directories and files, and swap changed plugins in without a restart.
+    #[arg(long)]
+    watch: bool,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -129,82 +131,6 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     }
 }
 
-/// Where a plugin comes from.
-pub enum Source {
-    Bundled(&'static str, &'static [u8]),
-    File(PathBuf),
-}
-
-fn sources(args: &ServeArgs) -> Result<Vec<Source>> {
-    if args.plugin_dirs.is_empty() && args.plugin_files.is_empty() {
-        return Ok(crate::bundled::BUNDLED.iter().map(|&(name, bytes)| Source::Bundled(name, bytes)).collect());
-    }
-    let mut sources = Vec::new();
-    for dir in &args.plugin_dirs {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read plugin directory {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
-            .collect();
-        files.sort();
-        sources.extend(files.into_iter().map(Source::File));
-    }
-    sources.extend(args.plugin_files.iter().cloned().map(Source::File));
-    Ok(sources)
-}
-
-fn plugin_name(path: &Path) -> String {
-    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
-}
-
-/// Load every plugin; a plugin that fails (bad bytes, bad exports, a name collision) is
-/// reported and left out, and the rest are served.
-pub async fn load_catalog(runtime: &PluginRuntime, sources: Vec<Source>) -> Result<Catalog> {
-    let mut loaded: Vec<Arc<Plugin>> = Vec::new();
-    let mut catalog = Catalog::default();
-    for source in sources {
-        let (name, bytes): (String, Arc<[u8]>) = match source {
-            Source::Bundled(name, bytes) => (name.to_owned(), bytes.into()),
-            Source::File(path) => match std::fs::read(&path) {
-                Ok(bytes) => (plugin_name(&path), bytes.into()),
-                Err(e) => {
-                    tracing::error!("cannot read plugin {}: {e}", path.display());
-                    continue;
-                }
-            },
-        };
-        let plugin = match runtime.load(&name, bytes).await {
-            Ok(plugin) => Arc::new(plugin),
-            Err(e) => {
-                tracing::error!("plugin not loaded: {e}");
-                continue;
-            }
-        };
-        let mut candidate = loaded.clone();
-        candidate.push(plugin.clone());
-        match Catalog::build(candidate) {
-            Ok(next) => {
-                let m = plugin.manifest();
-                tracing::info!(
-                    "loaded plugin {name} (sha256 {}): {} tools, {} resources, {} templates, {} prompts",
-                    &plugin.digest()[..12],
-                    m.tools.len(),
-                    m.resources.len(),
-                    m.templates.len(),
-                    m.prompts.len()
-                );
-                loaded.push(plugin);
-                catalog = next;
-            }
-            Err(e) => tracing::error!("plugin {name} not loaded: {e}"),
-        }
-    }
-    if loaded.is_empty() {
-        bail!("no plugin could be loaded");
-    }
-    Ok(catalog)
-}
-
 fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
     match path {
         None => Ok(StateCodec::random()),
@@ -237,12 +163,24 @@ async fn serve(args: ServeArgs) -> Result<()> {
         ..RuntimeConfig::default()
     };
     let runtime = PluginRuntime::new(config)?;
-    let catalog = load_catalog(&runtime, sources(&args)?).await?;
+    let sources = if args.plugin_dirs.is_empty() && args.plugin_files.is_empty() {
+        Sources::Bundled
+    } else {
+        Sources::Paths { dirs: args.plugin_dirs.clone(), files: args.plugin_files.clone() }
+    };
+    let catalog = loader::load(&runtime, &sources, &[]).await;
+    if catalog.plugins().is_empty() && !args.watch {
+        bail!("no plugin could be loaded");
+    }
     let shared = Shared::new(catalog, state_codec(args.state_key_file.as_deref())?);
+    let shutdown = CancellationToken::new();
+    if args.watch {
+        loader::watch(runtime, sources, shared.clone(), shutdown.clone())
+            .context("cannot watch the plugin directories")?;
+    }
     if args.stdio {
         return crate::transport::stdio::serve(shared).await;
     }
-    let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;

@@ -15,6 +15,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod loader;
 pub mod mcp;
 pub mod runtime;
 pub mod transport;

@@ -278,3 +278,47 @@ async fn plugin_list_changes_reach_listen_streams() {
     assert!(seen.contains("notifications/tools/list_changed"), "{seen}");
     assert!(seen.contains("io.modelcontextprotocol/subscriptionId"), "{seen}");
 }
+
+/// Hot swap: a watched directory gains, breaks and loses plugins while the server runs.
+#[tokio::test]
+async fn watched_plugins_are_swapped_in_place() {
+    let dir = std::env::temp_dir().join(format!("capsule-test-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugins = crate::support::plugins();
+    std::fs::copy(plugins.join("calc.wasm"), dir.join("calc.wasm")).unwrap();
+    let server = Server::http(&["--watch", "--plugins", dir.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let tool_names = async |client: &Client| -> Vec<String> {
+        let list = client.request(90, "tools/list", json!({})).await;
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let eventually = async |client: &Client, pred: &dyn Fn(&[String]) -> bool| {
+        for _ in 0..100 {
+            if pred(&tool_names(client).await) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    };
+    // Added: its tools appear, and a listen stream hears about it.
+    let mut listen = Client::new(&server.url).stream_modern(json!({"notifications": {"toolsListChanged": true}})).await;
+    assert_eq!(listen.next_message().await.unwrap()["method"], "notifications/subscriptions/acknowledged");
+    std::fs::copy(plugins.join("textkit.wasm"), dir.join("textkit.wasm")).unwrap();
+    assert!(eventually(&client, &|names| names.iter().any(|n| n == "json_query")).await, "textkit was not swapped in");
+    let heard = listen.next_message().await.unwrap();
+    assert_eq!(heard["method"], "notifications/tools/list_changed", "{heard}");
+    // Broken: the working version keeps serving.
+    std::fs::write(dir.join("textkit.wasm"), b"\0asm garbage").unwrap();
+    assert!(server.wait_for_log("still serving the previous version").contains("still serving the previous version"));
+    let hash = client.request(2, "tools/call", json!({"name": "hash", "arguments": {"text": "x"}})).await;
+    assert_eq!(hash["result"]["isError"], false, "{hash}");
+    // Removed: its tools go.
+    std::fs::remove_file(dir.join("calc.wasm")).unwrap();
+    assert!(eventually(&client, &|names| !names.iter().any(|n| n == "add")).await, "calc was not removed");
+    let gone = client.request(3, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -208,6 +208,23 @@ impl Client {
         SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
 
+    /// Open a 2026-07-28 `subscriptions/listen` stream with this filter.
+    pub async fn stream_modern(&self, notifications: Value) -> SseStream {
+        let mut params = json!({"notifications": notifications["notifications"]});
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": META_2026,
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let response = self
+            .builder()
+            .header("mcp-protocol-version", META_2026)
+            .header("mcp-method", "subscriptions/listen")
+            .body(json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": params}).to_string())
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 200, "listen");
+        SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
     /// Send a JSON-RPC message.
     pub async fn post(&self, message: &Value) -> Reply {
         self.post_raw(message.to_string(), &[]).await

@@ -47,6 +47,16 @@ impl Shared {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.load_full()
     }
+
+    /// Serve `catalog` from now on; requests already running keep the previous one.
+    pub fn swap_catalog(&self, catalog: Catalog) {
+        self.catalog.store(Arc::new(catalog));
+    }
+
+    /// Tell every client (sessions and `subscriptions/listen` streams) that a list changed.
+    pub async fn list_changed(&self, kind: crate::runtime::ListKind) {
+        self.sessions.list_changed(kind).await;
+    }
 }
 
 /// An MCP server over the shared catalog. Clone it per connection or session.
