@@ -179,6 +179,30 @@ pub async fn http(addr: SocketAddr, mode: Mode, clients: usize, duration: Durati
     Ok(total)
 }
 
+/// Calls one tool over one stateless connection, to see which plugin version is served.
+pub struct Prober(Connection);
+
+impl Prober {
+    pub async fn open(addr: SocketAddr) -> anyhow::Result<Prober> {
+        Ok(Prober(Connection::open(addr).await?))
+    }
+
+    /// Whether `tool` answered `arguments` with a successful result.
+    pub async fn succeeds(&mut self, tool: &str, arguments: Value) -> bool {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+        match self.0.post(body.to_string(), &headers).await {
+            Ok((200, _, body)) => {
+                let text = String::from_utf8_lossy(&body);
+                text.contains(r#""result""#) && text.contains(r#""isError":false"#)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Open `count` idle legacy sessions (for memory per session); returns their connections.
 pub async fn idle_sessions(addr: SocketAddr, count: usize) -> anyhow::Result<usize> {
     let mut opened = 0;

@@ -305,7 +305,30 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             println!("{}", stat_line(&format!("{name}: RSS with {sessions} idle sessions"), "MiB", total));
         }
     }
-    println!("\nnot measured yet: swap latency (file write to first call on the new version) needs hot swap (issue 4)");
+    let swap_dir = std::env::temp_dir().join(format!("capsule-bench-swap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&swap_dir);
+    std::fs::create_dir_all(&swap_dir)?;
+    let textkit = micro::plugin_bytes(&args.plugins, "textkit")?;
+    std::fs::write(swap_dir.join("swapped.wasm"), &calc)?;
+    let swap_server = Server::start(&[
+        "capsule",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--watch",
+        "--plugins",
+        swap_dir.to_str().unwrap_or_default(),
+    ])
+    .await?;
+    let versions = [
+        (textkit, "hash", serde_json::json!({"text": "x"})),
+        (calc.clone(), "add", serde_json::json!({"a": 1, "b": 2})),
+    ];
+    let swaps = if args.quick { 5 } else { 20 };
+    let latency = micro::swap_latency_ms(swap_server.addr, &swap_dir, &versions, swaps).await?;
+    println!("{}", stat_line(&format!("hot swap: file rename to first call on it ({swaps} swaps)"), "ms", latency));
+    drop(swap_server);
+    let _ = std::fs::remove_dir_all(&swap_dir);
 
     // Ratios against the baselines of this run.
     println!("\n## Ratios of median throughput (same run)\n");

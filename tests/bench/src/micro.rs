@@ -86,6 +86,35 @@ fn with_custom_section(component: &[u8], n: usize) -> Vec<u8> {
     out
 }
 
+/// Milliseconds from renaming a new plugin version into a watched directory to the first
+/// call served by it. Versions alternate between two plugins under one file name; each is
+/// recognised by a tool only it has.
+pub async fn swap_latency_ms(
+    addr: std::net::SocketAddr,
+    dir: &Path,
+    versions: &[(Vec<u8>, &str, serde_json::Value); 2],
+    swaps: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut prober = crate::load::Prober::open(addr).await?;
+    let mut results = Vec::new();
+    // Two unmeasured swaps first: they fill the compile cache, as in steady operation.
+    for i in 0..swaps + 2 {
+        let (bytes, tool, arguments) = &versions[i % 2];
+        let staging = dir.join(".staging");
+        std::fs::write(&staging, bytes)?;
+        let start = Instant::now();
+        std::fs::rename(&staging, dir.join("swapped.wasm"))?;
+        while !prober.succeeds(tool, arguments.clone()).await {
+            anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "version {i} was never served");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if i >= 2 {
+            results.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(results)
+}
+
 /// Resident set size of a process, in KiB.
 pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
