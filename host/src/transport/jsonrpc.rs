@@ -36,6 +36,21 @@ pub struct Envelope<'a> {
     error: Option<IgnoredAny>,
 }
 
+impl Envelope<'_> {
+    /// The JSON-RPC rules every message must meet: `Err` is the invalid-request error,
+    /// echoing the id.
+    fn validate(&self) -> Result<(), Value> {
+        let id = || self.id.clone().unwrap_or(Value::Null);
+        if self.jsonrpc != Some("2.0") {
+            return Err(error(id(), -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+        }
+        if self.method.is_none() && self.result.is_none() && self.error.is_none() {
+            return Err(error(id(), -32600, "Invalid Request: missing \"method\""));
+        }
+        Ok(())
+    }
+}
+
 /// A body or line: one message, or a batch.
 pub enum Incoming<'a> {
     Single(Envelope<'a>),
@@ -55,13 +70,7 @@ pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Value> {
         serde_json::error::Category::Data => error(Value::Null, -32600, format!("Invalid Request: {e}")),
         _ => error(Value::Null, -32700, format!("Parse error: {e}")),
     })?;
-    let id = envelope.id.clone().unwrap_or(Value::Null);
-    if envelope.jsonrpc != Some("2.0") {
-        return Err(error(id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
-    }
-    if envelope.method.is_none() && envelope.result.is_none() && envelope.error.is_none() {
-        return Err(error(id, -32600, "Invalid Request: missing \"method\""));
-    }
+    envelope.validate()?;
     Ok(Incoming::Single(envelope))
 }
 
@@ -73,22 +82,17 @@ pub fn check_typed(bytes: &[u8], id: Option<&Value>) -> Result<(), Value> {
         .map_err(|e| error(id.cloned().unwrap_or(Value::Null), -32600, format!("Invalid Request: {e}")))
 }
 
-/// Check one message: `Err` is the invalid-request error to send back, echoing the id.
+/// Check one already-parsed message (a batch element) by the same rules as [`read`], then
+/// that rmcp can decode it: `Err` is the invalid-request error to send back, echoing the id.
 pub fn check(value: &Value) -> Result<(), Value> {
     let id = value.get("id").cloned().unwrap_or(Value::Null);
     if !value.is_object() {
+        // serde would read an array as a struct's fields in order.
         return Err(error(id, -32600, "Invalid Request: expected a JSON-RPC object"));
     }
-    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(error(id, -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
-    }
-    if value.get("method").is_none() && value.get("result").is_none() && value.get("error").is_none() {
-        return Err(error(id, -32600, "Invalid Request: missing \"method\""));
-    }
-    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        return Err(error(id, -32600, format!("Invalid Request: {e}")));
-    }
-    Ok(())
+    let invalid = |e: serde_json::Error| error(id.clone(), -32600, format!("Invalid Request: {e}"));
+    Envelope::deserialize(value).map_err(invalid)?.validate()?;
+    ClientJsonRpcMessage::deserialize(value).map(drop).map_err(invalid)
 }
 
 /// Whether a message is a request (and so gets a response).
@@ -126,6 +130,8 @@ mod tests {
         assert_eq!((no_method["id"].clone(), no_method["error"]["code"].clone()), (json!(4), json!(-32600)));
         assert!(check(&json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})).is_err());
         assert!(check(&json!([1])).is_err());
+        assert!(check(&json!(["2.0", "ping"])).is_err());
+        assert_eq!(check(&json!({"jsonrpc": "2.0", "id": 6})).unwrap_err()["id"], 6);
         assert!(check(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).is_ok());
         assert!(check(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_ok());
         assert!(is_request(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
