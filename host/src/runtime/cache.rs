@@ -65,15 +65,16 @@ impl CompileCache {
         Some(base.join("capsule"))
     }
 
-    fn path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
+    /// Where the compilation of the component with this [`digest`] lives.
+    fn path(&self, engine: &Engine, sha256: &str) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        self.dir.join(format!("{}-{:016x}.cwasm", digest(bytes), hasher.finish()))
+        self.dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
     }
 
-    /// The cached compilation of `bytes`, if there is a usable one.
-    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> Option<Component> {
-        let path = self.path(engine, bytes);
+    /// The cached compilation of the component with this [`digest`], if there is a usable one.
+    pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        let path = self.path(engine, sha256);
         if !path.exists() {
             return None;
         }
@@ -92,8 +93,8 @@ impl CompileCache {
 
     /// Save a compilation. Written to a temporary file and renamed, so a reader never sees a
     /// partial artifact; failures only cost a recompile later, so they are logged, not raised.
-    pub fn store(&self, engine: &Engine, bytes: &[u8], component: &Component) {
-        let path = self.path(engine, bytes);
+    pub fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
+        let path = self.path(engine, sha256);
         let result = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}"))).and_then(|artifact| {
             let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
             file.write_all(&artifact)?;

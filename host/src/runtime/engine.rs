@@ -143,17 +143,19 @@ impl PluginRuntime {
         let (component, sha256) = tokio::task::spawn_blocking(move || {
             let engine = &runtime.inner.engine;
             let cache = runtime.inner.config.compile_cache.as_ref();
-            let component = match cache.and_then(|cache| cache.load(engine, &bytes)) {
+            // Hashed once: the digest names the cache entry and identifies the plugin.
+            let sha256 = digest(&bytes);
+            let component = match cache.and_then(|cache| cache.load(engine, &sha256)) {
                 Some(component) => component,
                 None => {
                     let component = runtime.compile(&owned, &bytes)?;
                     if let Some(cache) = cache {
-                        cache.store(engine, &bytes, &component);
+                        cache.store(engine, &sha256, &component);
                     }
                     component
                 }
             };
-            Ok::<_, LoadError>((component, digest(&bytes)))
+            Ok::<_, LoadError>((component, sha256))
         })
         .await
         .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
