@@ -1,7 +1,6 @@
 //! A loaded plugin: its linked component, which interfaces it exports, what it provides, and
 //! the calls into it. Every call gets a fresh store and instance, dropped when it returns.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use wasmtime::component::{Component, InstancePre};
@@ -226,10 +225,10 @@ impl Plugin {
             let instance = self.pre.instantiate_async(&mut store).await?;
             call(&mut store, &instance).await
         };
-        match with_deadline(config.wall_deadline, work).await {
-            Some(Ok(value)) => Ok(value),
-            Some(Err(error)) => Err(self.classify(error)),
-            None => Err(CallError::WallClock(config.wall_deadline)),
+        match tokio::time::timeout(config.wall_deadline, work).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(self.classify(error)),
+            Err(_elapsed) => Err(CallError::WallClock(config.wall_deadline)),
         }
     }
 
@@ -256,8 +255,4 @@ impl Plugin {
         }
         failure
     }
-}
-
-async fn with_deadline<T>(limit: std::time::Duration, work: impl Future<Output = T>) -> Option<T> {
-    tokio::time::timeout(limit, work).await.ok()
 }
