@@ -70,7 +70,7 @@ impl ServerHandler for CapsuleServer {
 
     async fn call_tool(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let catalog = self.shared.catalog();
@@ -80,7 +80,7 @@ impl ServerHandler for CapsuleServer {
                 Some(json!({"name": params.name})),
             ));
         };
-        let arguments = Value::Object(params.arguments.clone().unwrap_or_default());
+        let arguments = Value::Object(params.arguments.take().unwrap_or_default());
         if let Err(problems) = entry.validate_arguments(&arguments) {
             return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                 "Invalid arguments for tool {}: {problems}",
