@@ -3,14 +3,14 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::loader::{self, Sources};
-use crate::mcp::{Shared, StateCodec};
+use crate::loader::{Loader, PolicySource, Sources};
+use crate::mcp::StateCodec;
+use crate::policy::LimitOverrides;
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
 
@@ -25,7 +25,20 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MCP over Streamable HTTP (default 127.0.0.1:3000) or stdio.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Print what a plugin exports, what it asks for and what the policy would let it do,
+    /// without running it. Exits with 1 if it would not load.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The plugin component.
+    #[arg(value_name = "PLUGIN.wasm")]
+    plugin: PathBuf,
+    /// The policy file to judge it by (default: none, so nothing is granted).
+    #[arg(long, value_name = "FILE", env = "CAPSULE_CONFIG")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -42,13 +55,20 @@ struct ServeArgs {
     /// Load this .wasm component (repeatable).
     #[arg(long = "plugin", value_name = "FILE.wasm")]
     plugin_files: Vec<PathBuf>,
-    /// Watch the plugin directories and files, and swap changed plugins in without a restart.
+    /// The policy file: what each plugin is granted (see the README). Without one, plugins
+    /// get nothing but the default limits.
+    #[arg(long, value_name = "FILE", env = "CAPSULE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Do not watch the plugin directories and the policy file; changes then take effect
+    /// on restart or through the admin endpoint.
     #[arg(long)]
-    watch: bool,
+    no_watch: bool,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
     http: HttpArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
     /// File holding the key (32+ bytes) that seals request state for 2026-07-28 clients.
     /// Replicas behind one load balancer must share it; default: a random per-process key.
     #[arg(long, value_name = "FILE", env = "CAPSULE_STATE_KEY_FILE")]
@@ -57,15 +77,25 @@ struct ServeArgs {
 
 #[derive(Debug, Args)]
 struct LimitArgs {
-    /// Linear memory each plugin call may use, in MiB.
-    #[arg(long, value_name = "MiB", default_value_t = 64)]
-    memory_limit: usize,
-    /// CPU time each plugin call may spend, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 5_000)]
-    cpu_deadline: u64,
-    /// Wall-clock time each plugin call may take, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
-    call_timeout: u64,
+    /// Default linear memory per plugin call, in MiB [default: 64].
+    #[arg(long, value_name = "MiB")]
+    memory_limit: Option<u64>,
+    /// Default CPU time per plugin call, in milliseconds [default: 5000].
+    #[arg(long, value_name = "MS")]
+    cpu_deadline: Option<u64>,
+    /// Default wall-clock time per plugin call, in milliseconds [default: 30000].
+    #[arg(long, value_name = "MS")]
+    call_timeout: Option<u64>,
+    /// Default number of calls one plugin may run at once [default: 32].
+    #[arg(long, value_name = "N")]
+    concurrency: Option<u32>,
+    /// Default size of one call's result, in KiB [default: 4096].
+    #[arg(long, value_name = "KiB")]
+    max_output: Option<u64>,
+    /// The most memory any plugin may be granted, in MiB; fixed for the server's lifetime
+    /// [default: the largest limit in the policy at start].
+    #[arg(long, value_name = "MiB")]
+    max_memory: Option<u64>,
     /// Plugin instances alive at once, across all plugins.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_instances: u32,
@@ -76,6 +106,29 @@ struct LimitArgs {
     /// Compile every plugin at every start instead of using the compile cache.
     #[arg(long, conflicts_with = "cache_dir")]
     no_compile_cache: bool,
+}
+
+impl LimitArgs {
+    fn overrides(&self) -> LimitOverrides {
+        LimitOverrides {
+            memory_mib: self.memory_limit,
+            cpu_ms: self.cpu_deadline,
+            timeout_ms: self.call_timeout,
+            concurrency: self.concurrency,
+            output_kib: self.max_output,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct AdminArgs {
+    /// Serve the admin endpoint (plugin status, reload, load, unload) on this loopback
+    /// address. It is never part of MCP.
+    #[arg(long = "admin", value_name = "HOST:PORT", requires = "admin_token_file")]
+    admin_listen: Option<SocketAddr>,
+    /// The admin endpoint's bearer token; created with a random token (mode 0600) if missing.
+    #[arg(long, value_name = "FILE", env = "CAPSULE_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -119,16 +172,29 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await.map(|()| ExitCode::SUCCESS),
+            Command::Check(args) => check(args),
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `capsule check`: the report is the command's output, so it goes to stdout.
+fn check(args: CheckArgs) -> Result<ExitCode> {
+    let policy = PolicySource { path: args.config, flags: LimitOverrides::default() }.read()?;
+    let mut report = String::new();
+    let verdict = crate::check::check(&args.plugin, &policy, &mut report)?;
+    print!("{report}");
+    Ok(match verdict {
+        crate::check::Verdict::Loads => ExitCode::SUCCESS,
+        crate::check::Verdict::Refused => ExitCode::FAILURE,
+    })
 }
 
 fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
@@ -154,29 +220,34 @@ async fn serve(args: ServeArgs) -> Result<()> {
             None => None,
         }
     };
+    let policy_source = PolicySource { path: args.config.clone(), flags: args.limits.overrides() };
+    let policy = policy_source.read()?;
     let config = RuntimeConfig {
         compile_cache,
-        memory_limit: args.limits.memory_limit << 20,
-        cpu_deadline: Duration::from_millis(args.limits.cpu_deadline),
-        wall_deadline: Duration::from_millis(args.limits.call_timeout),
+        max_memory: args.limits.max_memory.map_or(policy.max_memory(), |m| (m as usize) << 20),
         max_instances: args.limits.max_instances,
         ..RuntimeConfig::default()
     };
     let runtime = PluginRuntime::new(config)?;
-    let sources = if args.plugin_dirs.is_empty() && args.plugin_files.is_empty() {
-        Sources::Bundled
-    } else {
-        Sources::Paths { dirs: args.plugin_dirs.clone(), files: args.plugin_files.clone() }
+    let sources = Sources {
+        bundled: args.plugin_dirs.is_empty() && args.plugin_files.is_empty(),
+        dirs: args.plugin_dirs.clone(),
+        files: args.plugin_files.clone(),
     };
-    let catalog = loader::load(&runtime, &sources, &[]).await;
-    if catalog.plugins().is_empty() && !args.watch {
+    let codec = state_codec(args.state_key_file.as_deref())?;
+    let loader = Loader::start(runtime, sources, policy_source, policy, codec).await;
+    let shared = loader.shared().clone();
+    if shared.catalog().plugins().is_empty() && args.no_watch {
         bail!("no plugin could be loaded");
     }
-    let shared = Shared::new(catalog, state_codec(args.state_key_file.as_deref())?);
     let shutdown = CancellationToken::new();
-    if args.watch {
-        loader::watch(runtime, sources, shared.clone(), shutdown.clone())
-            .context("cannot watch the plugin directories")?;
+    if !args.no_watch {
+        loader.watch(shutdown.clone()).await.context("cannot watch the plugin directories")?;
+    }
+    if let Some(addr) = args.admin.admin_listen {
+        let token_file = args.admin.admin_token_file.as_deref().context("--admin needs --admin-token-file")?;
+        let token = crate::admin::token(token_file)?;
+        crate::admin::serve(loader.clone(), addr, token, shutdown.clone()).await?;
     }
     if args.stdio {
         return crate::transport::stdio::serve(shared).await;

@@ -11,12 +11,17 @@
 //! - [`catalog`]: every loaded plugin's tools, resources, templates and prompts, with tool
 //!   arguments validated against their JSON Schemas and name collisions rejected.
 //! - [`runtime`]: wasmtime. Compiles each component once and runs every call in a fresh,
-//!   deny-by-default sandbox with a CPU deadline and a memory cap. Knows nothing of MCP.
+//!   deny-by-default sandbox built from the plugin's grants: its limits, and the directories,
+//!   environment and hosts the [`policy`] allows. Knows nothing of MCP.
+//! - [`policy`]: the operator's policy file, plain data and checks, also MCP-free.
 
+pub mod admin;
 pub mod catalog;
+pub mod check;
 pub mod cli;
 pub mod loader;
 pub mod mcp;
+pub mod policy;
 pub mod runtime;
 pub mod transport;
 

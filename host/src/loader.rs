@@ -1,33 +1,41 @@
-//! Where plugins come from, and keeping the served set in step with them: the initial load
-//! and hot swap.
+//! Where plugins come from, and keeping the served set in step with them: the initial load,
+//! hot swap, and the operator's controls (status, reload, load, unload).
 //!
-//! A reload reads every source again. A plugin whose bytes did not change is reused as it is;
-//! a new or changed one is compiled off the reactor (or taken from the compile cache),
-//! linked and validated; the whole set must then build a catalog. Only then is the catalog
-//! swapped in, atomically: calls already running keep the version they started on. A plugin
-//! that fails to load or validate never replaces a working version.
+//! A reload reads the policy file and every source again. A plugin whose bytes and grants did
+//! not change is reused as it is; one whose grants changed is re-sandboxed without
+//! recompiling; a new or changed one is compiled off the reactor (or taken from the compile
+//! cache), linked and validated; the whole set must then build a catalog. Only then is the
+//! catalog swapped in, atomically: calls already running keep the version they started on.
+//! A plugin that fails to load or validate never replaces a working version, and a policy
+//! file that fails to parse never replaces the policy in force.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
+use thiserror::Error;
+use tokio::sync::Mutex;
+
 use crate::catalog::Catalog;
 use crate::mcp::Shared;
+use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy};
 use crate::runtime::{ListKind, Plugin, PluginRuntime, digest};
 
-/// What to serve: the bundled examples, or plugin directories and files.
-#[derive(Debug, Clone)]
-pub enum Sources {
-    Bundled,
-    Paths { dirs: Vec<PathBuf>, files: Vec<PathBuf> },
+/// What to serve: the bundled examples, plugin directories, and single plugin files.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub bundled: bool,
+    pub dirs: Vec<PathBuf>,
+    pub files: Vec<PathBuf>,
 }
 
 impl Sources {
     /// Every plugin file, in a stable order (each directory sorted, then the files).
     fn files(&self) -> Vec<PathBuf> {
-        let Sources::Paths { dirs, files } = self else { return Vec::new() };
         let mut all = Vec::new();
-        for dir in dirs {
+        for dir in &self.dirs {
             match std::fs::read_dir(dir) {
                 Ok(entries) => {
                     let mut found: Vec<PathBuf> = entries
@@ -40,15 +48,14 @@ impl Sources {
                 Err(e) => tracing::error!("cannot read plugin directory {}: {e}", dir.display()),
             }
         }
-        all.extend(files.iter().cloned());
+        all.extend(self.files.iter().cloned());
         all
     }
 
     /// The directories to watch for changes.
     fn watched(&self) -> Vec<PathBuf> {
-        let Sources::Paths { dirs, files } = self else { return Vec::new() };
-        let mut watched: Vec<PathBuf> = dirs.clone();
-        watched.extend(files.iter().filter_map(|f| f.parent().map(Path::to_path_buf)));
+        let mut watched: Vec<PathBuf> = self.dirs.clone();
+        watched.extend(self.files.iter().filter_map(|f| f.parent().map(Path::to_path_buf)));
         watched.sort();
         watched.dedup();
         watched
@@ -59,39 +66,329 @@ fn plugin_name(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }
 
-/// A plugin's name and its bytes, or why they could not be read.
-type Candidate = (String, Result<Arc<[u8]>, String>);
+/// One plugin as the operator sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginStatus {
+    /// The plugin's name (its file stem).
+    pub name: String,
+    /// Where it comes from: a file path, or `bundled`.
+    pub source: String,
+    /// The version being served, if any.
+    pub serving: Option<Version>,
+    /// Why the latest version on disk is not the one served (or why nothing is).
+    pub last_error: Option<String>,
+    /// Needs the plugin declares that its grants do not cover.
+    pub needs_beyond_grants: Vec<String>,
+}
 
-/// Build the catalog for `sources`, reusing `previous` plugins whose bytes are unchanged and
-/// keeping a previous version wherever its replacement fails.
-pub async fn load(runtime: &PluginRuntime, sources: &Sources, previous: &[Arc<Plugin>]) -> Catalog {
-    let candidates: Vec<Candidate> = match sources {
-        Sources::Bundled => {
-            crate::bundled::BUNDLED.iter().map(|&(name, bytes)| (name.to_owned(), Ok(Arc::from(bytes)))).collect()
+/// A served plugin version.
+#[derive(Debug, Clone, Serialize)]
+pub struct Version {
+    /// SHA-256 of the component, in hex.
+    pub sha256: String,
+    pub tools: usize,
+    pub resources: usize,
+    pub templates: usize,
+    pub prompts: usize,
+}
+
+impl Version {
+    fn of(plugin: &Plugin) -> Version {
+        let m = plugin.manifest();
+        Version {
+            sha256: plugin.digest().to_owned(),
+            tools: m.tools.len(),
+            resources: m.resources.len(),
+            templates: m.templates.len(),
+            prompts: m.prompts.len(),
         }
-        Sources::Paths { .. } => sources
-            .files()
-            .into_iter()
-            .map(|path| {
-                let bytes =
-                    std::fs::read(&path).map(Arc::from).map_err(|e| format!("cannot read {}: {e}", path.display()));
-                (plugin_name(&path), bytes)
-            })
-            .collect(),
+    }
+}
+
+/// The server's plugin status: what the admin endpoint's `GET /admin/plugins` returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// The policy file, if the server has one.
+    pub policy: Option<PathBuf>,
+    /// Why the policy file on disk is not the one in force, if it is not.
+    pub policy_error: Option<String>,
+    pub plugins: Vec<PluginStatus>,
+}
+
+/// Why an operator's request was refused.
+#[derive(Debug, Error)]
+pub enum ControlError {
+    #[error("{0} is not a .wasm file")]
+    NotWasm(PathBuf),
+    #[error("cannot use {path}: {source}")]
+    Path { path: PathBuf, source: std::io::Error },
+    #[error("no plugin named {0} is loaded")]
+    UnknownPlugin(String),
+    #[error("plugin {name} did not load: {reason}")]
+    Failed { name: String, reason: String },
+}
+
+/// Where the policy comes from, so a reload can read it again.
+#[derive(Debug, Clone)]
+pub struct PolicySource {
+    /// The policy file, if any.
+    pub path: Option<PathBuf>,
+    /// Limits given on the command line.
+    pub flags: LimitOverrides,
+}
+
+impl PolicySource {
+    /// Read the policy (an empty one without a file).
+    pub fn read(&self) -> Result<Policy, crate::policy::PolicyError> {
+        match &self.path {
+            Some(path) => Policy::open(path, Limits::default(), &self.flags),
+            None => Policy::empty(Limits::default().with(&self.flags)),
+        }
+    }
+}
+
+struct State {
+    sources: Sources,
+    policy: Policy,
+    policy_error: Option<String>,
+    /// Names the operator unloaded; skipped until loaded again.
+    unloaded: BTreeSet<String>,
+    plugins: Vec<PluginStatus>,
+}
+
+/// Keeps the served catalog in step with the sources and the policy. One per server.
+pub struct Loader {
+    runtime: PluginRuntime,
+    shared: Arc<Shared>,
+    policy_source: PolicySource,
+    /// Held for a whole reload: reloads (watcher and operator) never interleave.
+    state: Mutex<State>,
+}
+
+impl Loader {
+    /// Load everything once and build the shared server state around the catalog.
+    pub async fn start(
+        runtime: PluginRuntime,
+        sources: Sources,
+        policy_source: PolicySource,
+        policy: Policy,
+        codec: crate::mcp::StateCodec,
+    ) -> Arc<Loader> {
+        let (catalog, plugins) = build(&runtime, &sources, &policy, &BTreeSet::new(), &[]).await;
+        let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
+        Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) })
+    }
+
+    /// What every connection shares.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The plugins and the policy, as the operator sees them.
+    pub async fn status(&self) -> Status {
+        let state = self.state.lock().await;
+        status_of(&state)
+    }
+
+    /// Read the policy and every source again and swap the result in.
+    pub async fn reload(&self) -> Status {
+        let mut state = self.state.lock().await;
+        self.reload_locked(&mut state).await;
+        status_of(&state)
+    }
+
+    /// Serve the plugin in `path` from now on (replacing one of the same name).
+    pub async fn load(&self, path: &Path) -> Result<Status, ControlError> {
+        if path.extension().is_none_or(|e| e != "wasm") {
+            return Err(ControlError::NotWasm(path.into()));
+        }
+        let path = std::fs::canonicalize(path).map_err(|source| ControlError::Path { path: path.into(), source })?;
+        let name = plugin_name(&path);
+        let mut state = self.state.lock().await;
+        state.unloaded.remove(&name);
+        if !state.sources.files.contains(&path) {
+            state.sources.files.push(path.clone());
+        }
+        self.reload_locked(&mut state).await;
+        let source = path.display().to_string();
+        match state.plugins.iter().find(|p| p.source == source) {
+            Some(PluginStatus { last_error: Some(reason), .. }) => {
+                Err(ControlError::Failed { name, reason: reason.clone() })
+            }
+            _ => Ok(status_of(&state)),
+        }
+    }
+
+    /// Stop serving the plugin `name`. Calls running on it finish.
+    pub async fn unload(&self, name: &str) -> Result<Status, ControlError> {
+        let mut state = self.state.lock().await;
+        if !state.plugins.iter().any(|p| p.name == name) {
+            return Err(ControlError::UnknownPlugin(name.into()));
+        }
+        state.sources.files.retain(|f| plugin_name(f) != name);
+        state.unloaded.insert(name.to_owned());
+        self.reload_locked(&mut state).await;
+        Ok(status_of(&state))
+    }
+
+    async fn reload_locked(&self, state: &mut State) {
+        match self.policy_source.read() {
+            Ok(policy) => {
+                state.policy = policy;
+                state.policy_error = None;
+            }
+            Err(e) => {
+                tracing::error!("{e}; keeping the policy in force");
+                state.policy_error = Some(e.to_string());
+            }
+        }
+        let old = self.shared.catalog();
+        let (new, plugins) = build(&self.runtime, &state.sources, &state.policy, &state.unloaded, old.plugins()).await;
+        state.plugins = plugins;
+        let changed = changed_lists(&old, &new);
+        // Swap even when no list changed: a new version may behave differently behind the same
+        // definitions, and new calls must get it.
+        self.shared.swap_catalog(new);
+        for kind in changed {
+            self.shared.list_changed(kind).await;
+        }
+    }
+
+    /// The directories to watch: plugin sources and the policy file's.
+    fn watched(&self, state: &State) -> Vec<PathBuf> {
+        let mut watched = state.sources.watched();
+        if let Some(dir) = self.policy_source.path.as_deref().and_then(Path::parent) {
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            watched.push(dir.to_path_buf());
+        }
+        watched.sort();
+        watched.dedup();
+        watched
+    }
+
+    /// Watch the plugin directories and the policy file, and reload on every change, until
+    /// `stop` fires.
+    pub async fn watch(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) -> notify::Result<()> {
+        use notify::Watcher;
+        let watched = self.watched(&*self.state.lock().await);
+        if watched.is_empty() {
+            return Ok(());
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = tx.send(());
+            }
+        })?;
+        for dir in &watched {
+            watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+            tracing::info!("watching {} for plugin and policy changes", dir.display());
+        }
+        let loader = self.clone();
+        tokio::spawn(async move {
+            let _watcher = watcher;
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    event = rx.recv() => if event.is_none() { return },
+                }
+                // A copy or build writes a file in several steps: wait for quiet, then reload once.
+                while tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_ok_and(|e| e.is_some()) {}
+                loader.reload().await;
+            }
+        });
+        Ok(())
+    }
+}
+
+fn status_of(state: &State) -> Status {
+    Status {
+        policy: state.policy.source().map(Path::to_path_buf),
+        policy_error: state.policy_error.clone(),
+        plugins: state.plugins.clone(),
+    }
+}
+
+/// Load (or reuse) one plugin under its grants, and hold its declared needs to them. The
+/// second value lists needs beyond the grants that were only warned about.
+async fn load_one(
+    runtime: &PluginRuntime,
+    policy: &Policy,
+    name: &str,
+    bytes: Arc<[u8]>,
+    earlier: Option<&Arc<Plugin>>,
+) -> Result<(Arc<Plugin>, Vec<String>), String> {
+    let grants = policy.grants(name);
+    let plugin = match earlier.filter(|p| p.digest() == digest(&bytes)) {
+        Some(same) if *same.grants() == grants => Arc::clone(same),
+        Some(same) => {
+            runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
+            Arc::new(same.with_grants(grants))
+        }
+        None => Arc::new(runtime.load(name, bytes, grants).await.map_err(|e| e.to_string())?),
     };
+    let beyond = plugin.needs().map(|needs| needs.beyond(plugin.grants())).unwrap_or_default();
+    if !beyond.is_empty() && policy.needs_mode() == NeedsMode::Refuse {
+        return Err(format!(
+            "{name}: refused, it declares needs beyond its grants (needs_beyond_grants = \"refuse\"): {}",
+            beyond.join("; ")
+        ));
+    }
+    Ok((plugin, beyond))
+}
+
+/// A plugin's name, where it comes from, and its bytes (or why they could not be read).
+struct Candidate {
+    name: String,
+    source: String,
+    bytes: Result<Arc<[u8]>, String>,
+}
+
+fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> {
+    let mut all: Vec<Candidate> = Vec::new();
+    if sources.bundled {
+        all.extend(crate::bundled::BUNDLED.iter().map(|&(name, bytes)| Candidate {
+            name: name.to_owned(),
+            source: "bundled".into(),
+            bytes: Ok(Arc::from(bytes)),
+        }));
+    }
+    for path in sources.files() {
+        let bytes = std::fs::read(&path).map(Arc::from).map_err(|e| format!("cannot read {}: {e}", path.display()));
+        all.push(Candidate { name: plugin_name(&path), source: path.display().to_string(), bytes });
+    }
+    all.retain(|c| !unloaded.contains(&c.name));
+    all
+}
+
+/// Build the catalog for `sources` under `policy`, reusing `previous` plugins whose bytes
+/// and grants are unchanged and keeping a previous version wherever its replacement fails.
+async fn build(
+    runtime: &PluginRuntime,
+    sources: &Sources,
+    policy: &Policy,
+    unloaded: &BTreeSet<String>,
+    previous: &[Arc<Plugin>],
+) -> (Catalog, Vec<PluginStatus>) {
     let mut loaded: Vec<Arc<Plugin>> = Vec::new();
+    let mut statuses = Vec::new();
     let mut catalog = Catalog::default();
-    for (name, bytes) in candidates {
+    for Candidate { name, source, bytes } in candidates(sources, unloaded) {
         let earlier = previous.iter().find(|p| p.name() == name);
         let fresh = match bytes {
-            Ok(bytes) => match earlier.filter(|p| p.digest() == digest(&bytes)) {
-                Some(same) => Ok(same.clone()),
-                None => runtime.load(&name, bytes).await.map(Arc::new).map_err(|e| e.to_string()),
-            },
+            Ok(bytes) => load_one(runtime, policy, &name, bytes, earlier).await,
             Err(e) => Err(e),
         };
+        let mut status = PluginStatus {
+            name: name.clone(),
+            source,
+            serving: None,
+            last_error: None,
+            needs_beyond_grants: Vec::new(),
+        };
         let mut accepted = None;
-        for plugin in [fresh.as_ref().ok(), earlier].into_iter().flatten() {
+        let fresh_plugin = fresh.as_ref().ok().map(|(plugin, _)| plugin);
+        for plugin in [fresh_plugin, earlier].into_iter().flatten() {
             let mut candidate = loaded.clone();
             candidate.push(plugin.clone());
             match Catalog::build(candidate) {
@@ -100,7 +397,12 @@ pub async fn load(runtime: &PluginRuntime, sources: &Sources, previous: &[Arc<Pl
                     accepted = Some(plugin.clone());
                     break;
                 }
-                Err(e) => tracing::error!("plugin {name} (sha256 {}) not served: {e}", &plugin.digest()[..12]),
+                Err(e) => {
+                    tracing::error!("plugin {name} (sha256 {}) not served: {e}", &plugin.digest()[..12]);
+                    if status.last_error.is_none() {
+                        status.last_error = Some(e.to_string());
+                    }
+                }
             }
         }
         match (&fresh, &accepted) {
@@ -108,28 +410,43 @@ pub async fn load(runtime: &PluginRuntime, sources: &Sources, previous: &[Arc<Pl
                 tracing::error!(
                     "plugin {name}: {e}; still serving the previous version (sha256 {})",
                     &kept.digest()[..12]
-                )
-            }
-            (Err(e), None) => tracing::error!("plugin not loaded: {e}"),
-            (Ok(new), Some(kept)) if Arc::ptr_eq(new, kept) && earlier.is_none_or(|e| !Arc::ptr_eq(e, new)) => {
-                let m = new.manifest();
-                tracing::info!(
-                    "loaded plugin {name} (sha256 {}): {} tools, {} resources, {} templates, {} prompts",
-                    &new.digest()[..12],
-                    m.tools.len(),
-                    m.resources.len(),
-                    m.templates.len(),
-                    m.prompts.len()
                 );
+                status.last_error = Some(e.clone());
+            }
+            (Err(e), None) => {
+                tracing::error!("plugin not loaded: {e}");
+                status.last_error = Some(e.clone());
+            }
+            (Ok((new, beyond)), Some(kept)) if Arc::ptr_eq(new, kept) => {
+                status.needs_beyond_grants = beyond.clone();
+                if earlier.is_none_or(|e| !Arc::ptr_eq(e, new)) {
+                    let v = Version::of(new);
+                    tracing::info!(
+                        "loaded plugin {name} (sha256 {}): {} tools, {} resources, {} templates, {} prompts",
+                        &v.sha256[..12],
+                        v.tools,
+                        v.resources,
+                        v.templates,
+                        v.prompts
+                    );
+                    if !beyond.is_empty() {
+                        tracing::warn!(
+                            "plugin {name} declares needs beyond its grants, so parts of it may fail: {}",
+                            beyond.join("; ")
+                        );
+                    }
+                }
             }
             _ => {}
         }
+        status.serving = accepted.as_deref().map(Version::of);
+        statuses.push(status);
         loaded.extend(accepted);
     }
     for gone in previous.iter().filter(|p| !loaded.iter().any(|l| l.name() == p.name())) {
         tracing::info!("plugin {} is no longer served", gone.name());
     }
-    catalog
+    (catalog, statuses)
 }
 
 /// Which lists differ between two catalogs: clients are told only about those.
@@ -148,54 +465,4 @@ fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<ListKind> {
         .into_iter()
         .filter(|&kind| listing(old, kind) != listing(new, kind))
         .collect()
-}
-
-/// Read the sources again and swap the new catalog in, telling clients what changed.
-pub async fn reload(runtime: &PluginRuntime, sources: &Sources, shared: &Shared) {
-    let old = shared.catalog();
-    let new = load(runtime, sources, old.plugins()).await;
-    let changed = changed_lists(&old, &new);
-    // Swap even when no list changed: a new version may behave differently behind the same
-    // definitions, and new calls must get it.
-    shared.swap_catalog(new);
-    for kind in changed {
-        shared.list_changed(kind).await;
-    }
-}
-
-/// Watch the plugin directories and reload on every change, until `stop` fires.
-pub fn watch(
-    runtime: PluginRuntime,
-    sources: Sources,
-    shared: Arc<Shared>,
-    stop: tokio_util::sync::CancellationToken,
-) -> notify::Result<()> {
-    use notify::Watcher;
-    let watched = sources.watched();
-    if watched.is_empty() {
-        return Ok(());
-    }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
-            let _ = tx.send(());
-        }
-    })?;
-    for dir in &watched {
-        watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
-        tracing::info!("watching {} for plugin changes", dir.display());
-    }
-    tokio::spawn(async move {
-        let _watcher = watcher;
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                event = rx.recv() => if event.is_none() { return },
-            }
-            // A copy or build writes a file in several steps: wait for quiet, then reload once.
-            while tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_ok_and(|e| e.is_some()) {}
-            reload(&runtime, &sources, &shared).await;
-        }
-    });
-    Ok(())
 }

@@ -66,6 +66,17 @@ pub enum InputResponse {
     Invalid(String),
 }
 
+/// A directory the current call may use, as the host opened it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Its absolute path, for `std::fs`. For a client's root this is the root's own path.
+    pub path: String,
+    /// The client's name for the root, if it gave one.
+    pub name: Option<String>,
+    /// Whether files in it may be created, changed and deleted.
+    pub writable: bool,
+}
+
 /// The request a handler is serving.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
@@ -75,6 +86,12 @@ pub struct Context {
 }
 
 impl Context {
+    /// The directories this call may use: what the operator granted, narrowed to the client's
+    /// roots where the operator asked for that. Nothing else on the host exists for `std::fs`.
+    pub fn mounts(&self) -> Vec<Mount> {
+        host::mounts().into_iter().map(|m| Mount { path: m.path, name: m.name, writable: m.writable }).collect()
+    }
+
     /// What the client can do for this request.
     pub fn client(&self) -> ClientCapabilities {
         self.client

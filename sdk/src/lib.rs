@@ -38,7 +38,7 @@ mod registry;
 
 pub use capsule_uri_template::UriVariables;
 pub use content::{Content, Error, IntoPromptResult, IntoReadResult, IntoToolResult, Json, ToolResult};
-pub use context::{Ask, ClientCapabilities, Context, ElicitAction, InputResponse, LogLevel, Root};
+pub use context::{Ask, ClientCapabilities, Context, ElicitAction, InputResponse, LogLevel, Mount, Root};
 pub use registry::{
     Handler, ListKind, NoArgs, Outcome, Plugin, PromptMessage, ResourceOptions, Role, TemplateOptions, ToolOptions,
 };
@@ -50,8 +50,8 @@ pub use serde_json::{self, Value, json};
 /// Everything a plugin usually needs.
 pub mod prelude {
     pub use crate::{
-        Ask, Content, Context, Deserialize, ElicitAction, InputResponse, Json, JsonSchema, LogLevel, NoArgs, Outcome,
-        Plugin, PromptMessage, Role, Serialize, ToolOptions, ToolResult, UriVariables, Value, json,
+        Ask, Content, Context, Deserialize, ElicitAction, InputResponse, Json, JsonSchema, LogLevel, Mount, NoArgs,
+        Outcome, Plugin, PromptMessage, Role, Serialize, ToolOptions, ToolResult, UriVariables, Value, json,
     };
 }
 
@@ -71,6 +71,38 @@ macro_rules! plugin {
         #[doc(hidden)]
         type __CapsuleExports = $crate::__private::Exports<__CapsulePlugin>;
         $crate::__private::export!(__CapsuleExports with_types_in $crate::__private::bindings);
+    };
+}
+
+/// Declare what the plugin needs from the operator, as TOML (see the README's policy
+/// section): `dirs = "read" | "write"`, `roots = true`, `network = ["host[:port]"]`,
+/// `env = ["NAME"]`, `secrets = ["NAME"]`. It grants nothing; the host compares it with the
+/// operator's grants when it loads the plugin, and `capsule check` prints it. Use it once.
+///
+/// ```ignore
+/// capsule_sdk::needs!(r#"
+/// dirs = "read"
+/// roots = true
+/// "#);
+/// ```
+#[macro_export]
+macro_rules! needs {
+    ($toml:expr) => {
+        const __CAPSULE_NEEDS_TEXT: &str = $toml;
+        // A custom section in the component, read by the host without running the plugin.
+        #[doc(hidden)]
+        #[used]
+        #[unsafe(link_section = "capsule:needs")]
+        static __CAPSULE_NEEDS: [u8; __CAPSULE_NEEDS_TEXT.len()] = {
+            let text = __CAPSULE_NEEDS_TEXT.as_bytes();
+            let mut bytes = [0u8; __CAPSULE_NEEDS_TEXT.len()];
+            let mut i = 0;
+            while i < text.len() {
+                bytes[i] = text[i];
+                i += 1;
+            }
+            bytes
+        };
     };
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, StdioServer, all_plugins, first_text, plugins};
+use crate::support::{Client, Server, StdioServer, all_plugins, first_text, plugins, scratch_dir};
 
 fn server() -> Server {
     let mut args = all_plugins();
@@ -157,13 +157,6 @@ async fn foreign_origin_and_host_are_forbidden() {
     let local = format!("http://{}", server.authority());
     let ok = client.post_raw(init.to_string(), &[("origin", local.as_str())]).await;
     assert_eq!(ok.status, 200, "local Origin: {}", ok.body);
-}
-
-fn scratch_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("capsule-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use crate::support::{Server, run_script, shared_tool};
 
 /// The smoke scripts install into shared caches (a venv, node_modules) on first use.
-static PYTHON: Mutex<()> = Mutex::new(());
+pub static PYTHON: Mutex<()> = Mutex::new(());
 static TYPESCRIPT: Mutex<()> = Mutex::new(());
 
 /// The bundled plugins have no argument-free tool, so name one and its arguments.

@@ -7,4 +7,5 @@ mod bad_input;
 mod clients;
 mod conformance;
 mod protocol;
+mod sandbox;
 mod support;

@@ -287,7 +287,7 @@ async fn watched_plugins_are_swapped_in_place() {
     std::fs::create_dir_all(&dir).unwrap();
     let plugins = crate::support::plugins();
     std::fs::copy(plugins.join("calc.wasm"), dir.join("calc.wasm")).unwrap();
-    let server = Server::http(&["--watch", "--plugins", dir.to_str().unwrap()]);
+    let server = Server::http(&["--plugins", dir.to_str().unwrap()]);
     let mut client = Client::new(&server.url);
     client.initialize("2025-11-25", json!({})).await;
     let tool_names = async |client: &Client| -> Vec<String> {

@@ -21,6 +21,14 @@ pub fn plugins() -> PathBuf {
     target.join("plugins")
 }
 
+/// A fresh, empty directory for one test.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capsule-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A script from `../shared/tools`; the suite cannot be judged without it.
 pub fn shared_tool(relative: &str) -> PathBuf {
     let path = root().join("..").join("shared").join("tools").join(relative);

@@ -17,6 +17,7 @@ use super::{
     CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, convert, input,
     links_supported, paged, plugin_error,
 };
+use crate::policy::ClientRoots;
 use crate::runtime::{ListKind, types as wit};
 
 impl ServerHandler for CapsuleServer {
@@ -54,6 +55,10 @@ impl ServerHandler for CapsuleServer {
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
         self.shared.sessions.register(cx.peer.clone());
+    }
+
+    async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
+        self.session.forget_roots().await;
     }
 
     async fn list_tools(
@@ -306,7 +311,10 @@ impl ServerHandler for CapsuleServer {
         };
         let client = input::plugin_capabilities(cx.client_capabilities().as_ref());
         let request = wit::RequestContext { client, responses: Vec::new(), state: None };
-        let Round::Done(result) = self.run(&cx, &plugin, &op, &request).await.map_err(|e| call_error(&plugin, e))?;
+        let Round::Done(result) = self
+            .run(&cx, &plugin, &op, &request, &ClientRoots::NotOffered)
+            .await
+            .map_err(|e| call_error(&plugin, e))?;
         let suggestions = result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?;
         let mut values = suggestions.values;
         values.truncate(CompletionInfo::MAX_VALUES);

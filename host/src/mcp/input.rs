@@ -15,6 +15,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use super::convert;
+use super::roots::ROOTS_KEY;
 use super::state::StateCodec;
 use crate::runtime::types as wit;
 
@@ -60,14 +61,30 @@ pub fn check_capabilities(
     Err(ErrorData::missing_required_client_capability(required))
 }
 
-/// Build the `input_required` result for a 2026-07-28 client, sealing the plugin's state.
+/// Build the `input_required` result for a 2026-07-28 client, sealing the plugin's state;
+/// with `ask_roots`, the host's own roots request rides along.
 pub fn input_required_result(
     ir: &wit::InputRequired,
+    ask_roots: bool,
     codec: &StateCodec,
     bound_to: &str,
 ) -> Result<InputRequiredResult, ErrorData> {
     let mut requests = InputRequests::new();
+    if ask_roots {
+        let request = convert::input_request_json(&wit::InputRequest::ListRoots);
+        requests.insert(
+            ROOTS_KEY.into(),
+            serde_json::from_value(request)
+                .map_err(|e| ErrorData::internal_error(format!("cannot express the roots request: {e}"), None))?,
+        );
+    }
     for r in &ir.requests {
+        if r.key.starts_with("capsule.") {
+            return Err(ErrorData::internal_error(
+                format!("the plugin used the input key {:?}; keys starting with \"capsule.\" are the host's", r.key),
+                None,
+            ));
+        }
         let request: InputRequest = serde_json::from_value(convert::input_request_json(&r.request)).map_err(|e| {
             ErrorData::internal_error(format!("the plugin asked for input the protocol cannot express: {e}"), None)
         })?;

@@ -9,6 +9,7 @@ mod convert;
 mod events;
 mod handler;
 mod input;
+mod roots;
 mod session;
 mod state;
 
@@ -23,6 +24,7 @@ pub use session::Sessions;
 pub use state::StateCodec;
 
 use crate::catalog::{Catalog, page};
+use crate::policy::ClientRoots;
 use crate::runtime::{CallError, Events, Plugin, types as wit};
 use events::Route;
 use session::SessionState;
@@ -124,6 +126,7 @@ trait Operation: Sync {
         &self,
         plugin: &Plugin,
         context: &wit::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> impl Future<Output = Result<Round<Self::Output, Self::Ask>, CallError>> + Send;
 }
@@ -141,9 +144,10 @@ impl Operation for ToolCall<'_> {
         &self,
         plugin: &Plugin,
         context: &wit::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Round<Self::Output>, CallError> {
-        Ok(match plugin.call_tool(self.name, self.arguments, context, events).await? {
+        Ok(match plugin.call_tool(self.name, self.arguments, context, roots, events).await? {
             Ok(wit::CallOutcome::Complete(result)) => Round::Done(Ok(result)),
             Ok(wit::CallOutcome::InputRequired(ir)) => Round::Ask(ir),
             Err(error) => Round::Done(Err(error)),
@@ -163,9 +167,10 @@ impl Operation for ResourceRead<'_> {
         &self,
         plugin: &Plugin,
         context: &wit::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Round<Self::Output>, CallError> {
-        Ok(match plugin.read_resource(self.uri, context, events).await? {
+        Ok(match plugin.read_resource(self.uri, context, roots, events).await? {
             Ok(wit::ReadOutcome::Complete(contents)) => Round::Done(Ok(contents)),
             Ok(wit::ReadOutcome::InputRequired(ir)) => Round::Ask(ir),
             Err(error) => Round::Done(Err(error)),
@@ -186,9 +191,10 @@ impl Operation for PromptGet<'_> {
         &self,
         plugin: &Plugin,
         context: &wit::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Round<Self::Output>, CallError> {
-        Ok(match plugin.get_prompt(self.name, self.arguments, context, events).await? {
+        Ok(match plugin.get_prompt(self.name, self.arguments, context, roots, events).await? {
             Ok(wit::GetOutcome::Complete(result)) => Round::Done(Ok(result)),
             Ok(wit::GetOutcome::InputRequired(ir)) => Round::Ask(ir),
             Err(error) => Round::Done(Err(error)),
@@ -212,6 +218,7 @@ impl Operation for Completion<'_> {
         &self,
         plugin: &Plugin,
         _: &wit::RequestContext,
+        _: &ClientRoots,
         events: Events,
     ) -> Result<Round<Self::Output, Self::Ask>, CallError> {
         Ok(Round::Done(plugin.complete(self.reference, self.argument, self.value, self.context, events).await?))
@@ -257,11 +264,12 @@ impl CapsuleServer {
         plugin: &Plugin,
         op: &O,
         context: &wit::RequestContext,
+        roots: &ClientRoots,
     ) -> Result<Round<O::Output, O::Ask>, CallError> {
         let (events, forward) = events::channel(cx.ct.clone(), self.route(cx, plugin));
         let work = async {
             tokio::select! {
-                result = op.round(plugin, context, events) => result,
+                result = op.round(plugin, context, roots, events) => result,
                 () = cx.ct.cancelled() => Err(CallError::Host("the request was cancelled".into())),
             }
         };
@@ -281,24 +289,46 @@ impl CapsuleServer {
     ) -> Result<Rounds<O::Output>, Failure> {
         let client = input::plugin_capabilities(cx.client_capabilities().as_ref());
         let modern = is_modern(cx);
-        let mut context = if modern {
-            input::retry_context(client, retry.0, retry.1, &self.shared.codec, bound_to).map_err(Failure::Protocol)?
+        // The host asks for the client's roots itself when the plugin's directories are
+        // narrowed to them; the plugin never sees that exchange.
+        let wants_roots = plugin.grants().roots && client.roots;
+        let (mut context, mut roots) = if modern {
+            let mut context = input::retry_context(client, retry.0, retry.1, &self.shared.codec, bound_to)
+                .map_err(Failure::Protocol)?;
+            let roots = match roots::take_answer(&mut context.responses) {
+                Some(answer) => answer,
+                None if wants_roots => {
+                    let ask = wit::InputRequired { requests: Vec::new(), state: context.state };
+                    return input::input_required_result(&ask, true, &self.shared.codec, bound_to)
+                        .map(Rounds::InputRequired)
+                        .map_err(Failure::Protocol);
+                }
+                None => ClientRoots::NotOffered,
+            };
+            (context, roots)
         } else {
-            wit::RequestContext { client, responses: Vec::new(), state: None }
+            let roots = match wants_roots {
+                true => self.session.roots(&cx.peer).await,
+                false => ClientRoots::NotOffered,
+            };
+            (wit::RequestContext { client, responses: Vec::new(), state: None }, roots)
         };
         for _ in 0..input::MAX_ROUNDS {
-            let ir = match self.run(cx, plugin, &op, &context).await.map_err(Failure::Call)? {
+            let ir = match self.run(cx, plugin, &op, &context, &roots).await.map_err(Failure::Call)? {
                 Round::Done(done) => return Ok(Rounds::Done(done)),
                 Round::Ask(ir) => ir,
             };
             input::check_capabilities(&ir.requests, &client).map_err(Failure::Protocol)?;
             if modern {
-                return input::input_required_result(&ir, &self.shared.codec, bound_to)
+                return input::input_required_result(&ir, wants_roots, &self.shared.codec, bound_to)
                     .map(Rounds::InputRequired)
                     .map_err(Failure::Protocol);
             }
             let responses = input::ask_legacy_client(&ir.requests, cx).await.map_err(Failure::Protocol)?;
             context = wit::RequestContext { client, responses, state: ir.state };
+            if wants_roots {
+                roots = self.session.roots(&cx.peer).await;
+            }
         }
         Err(Failure::Call(CallError::Host(format!(
             "the plugin kept asking for input after {} rounds",

@@ -11,6 +11,7 @@ use rmcp::model::LoggingLevel;
 use rmcp::service::Peer;
 use tokio::sync::broadcast;
 
+use crate::policy::ClientRoots;
 use crate::runtime::ListKind;
 
 /// Settings of one legacy session (or of the stdio connection).
@@ -20,6 +21,8 @@ pub struct SessionState {
     pub log_level: Mutex<Option<LoggingLevel>>,
     /// URIs subscribed with `resources/subscribe`.
     pub subscriptions: Mutex<BTreeSet<String>>,
+    /// The client's roots, once asked for; cleared when the client says they changed.
+    pub roots: tokio::sync::Mutex<Option<ClientRoots>>,
 }
 
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.

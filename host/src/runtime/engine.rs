@@ -11,20 +11,19 @@ use super::cache::{CompileCache, digest};
 use super::error::LoadError;
 use super::plugin::Plugin;
 use super::sandbox::CallState;
+use crate::policy::{Grants, Needs};
 
 /// How often the epoch advances: the granularity of the CPU deadline and of yielding to
 /// other tasks while a plugin computes.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Limits applied to every plugin call. Operators change them on the command line.
+/// Engine-wide settings. Per-plugin limits (memory, CPU, timeout, concurrency, output) come
+/// from the policy; these bound the engine as a whole.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// Linear memory a call may use, in bytes.
-    pub memory_limit: usize,
-    /// CPU time a call may spend executing plugin code.
-    pub cpu_deadline: Duration,
-    /// Wall-clock time a call may take in total (covers a plugin blocked waiting).
-    pub wall_deadline: Duration,
+    /// The most linear memory any plugin may be granted, in bytes: the size of each
+    /// sandbox's memory slot. A plugin granted more is refused at load.
+    pub max_memory: usize,
     /// Plugin instances that may exist at once, across all plugins.
     pub max_instances: u32,
     /// Table elements a call may allocate.
@@ -40,9 +39,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
-            memory_limit: 64 << 20,
-            cpu_deadline: Duration::from_secs(5),
-            wall_deadline: Duration::from_secs(30),
+            max_memory: 64 << 20,
             max_instances: 128,
             table_elements: 20_000,
             stderr_limit: 64 << 10,
@@ -50,6 +47,20 @@ impl Default for RuntimeConfig {
             compile_cache: None,
         }
     }
+}
+
+/// What [`PluginRuntime::inspect`] learns about a component.
+#[derive(Debug)]
+pub struct Inspection {
+    pub sha256: String,
+    /// Interfaces it imports (what it could ask the host for).
+    pub imports: Vec<String>,
+    /// Interfaces it exports.
+    pub exports: Vec<String>,
+    /// Why this host cannot link it, if it cannot.
+    pub link_error: Option<String>,
+    /// What it declares it needs.
+    pub needs: Option<Needs>,
 }
 
 pub(crate) struct RuntimeInner {
@@ -78,7 +89,7 @@ impl PluginRuntime {
             .total_memories(instances * 2)
             .total_tables(instances * 4)
             .total_stacks(instances)
-            .max_memory_size(config.memory_limit)
+            .max_memory_size(config.max_memory)
             .table_elements(config.table_elements)
             .max_memories_per_component(4)
             .max_tables_per_component(8)
@@ -92,7 +103,7 @@ impl PluginRuntime {
         wasm.epoch_interruption(true)
             .max_wasm_stack(512 << 10)
             .async_stack_size(2 << 20)
-            .memory_reservation((config.memory_limit as u64).max(64 << 20))
+            .memory_reservation((config.max_memory as u64).max(64 << 20))
             .memory_guard_size(64 << 20)
             .memory_reservation_for_growth(0)
             .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(16))
@@ -136,11 +147,13 @@ impl PluginRuntime {
     }
 
     /// Compile a component (or take it from the compile cache) on the blocking pool, then
-    /// link it, check its exports and read its tools, resources and prompts.
-    pub async fn load(&self, name: &str, bytes: Arc<[u8]>) -> Result<Plugin, LoadError> {
+    /// link it, check its exports and read its tools, resources and prompts, sandboxed as
+    /// `grants` say.
+    pub async fn load(&self, name: &str, bytes: Arc<[u8]>, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
+        self.check_grants(name, &grants)?;
         let runtime = self.clone();
         let owned = name.to_owned();
-        let (component, sha256) = tokio::task::spawn_blocking(move || {
+        let (component, sha256, needs) = tokio::task::spawn_blocking(move || {
             let engine = &runtime.inner.engine;
             let cache = runtime.inner.config.compile_cache.as_ref();
             // Hashed once: the digest names the cache entry and identifies the plugin.
@@ -155,11 +168,44 @@ impl PluginRuntime {
                     component
                 }
             };
-            Ok::<_, LoadError>((component, sha256))
+            // Read after compiling, so a file that is not a component is reported as such.
+            let needs = Needs::read(&bytes).map_err(|e| LoadError::Needs { plugin: owned, reason: e.to_string() })?;
+            Ok::<_, LoadError>((component, sha256, needs))
         })
         .await
         .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
-        Plugin::link(self.inner.clone(), name, sha256, component).await
+        Plugin::link(self.inner.clone(), name, sha256, component, grants, needs).await
+    }
+
+    /// What a component imports and exports, and whether this host can link it: everything
+    /// knowable without running it.
+    pub fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
+        let component = self.compile(name, bytes)?;
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        let link_error = self.inner.linker.instantiate_pre(&component).err().map(|e| format!("{e:#}"));
+        let needs =
+            Needs::read(bytes).map_err(|e| LoadError::Needs { plugin: name.to_owned(), reason: e.to_string() })?;
+        Ok(Inspection { sha256: digest(bytes), imports, exports, link_error, needs })
+    }
+
+    /// Whether this engine can honour `grants` (a memory limit larger than the sandbox slots
+    /// cannot be, without a restart).
+    pub fn check_grants(&self, name: &str, grants: &Grants) -> Result<(), LoadError> {
+        let max = self.inner.config.max_memory;
+        if grants.limits.memory > max {
+            return Err(LoadError::Policy {
+                plugin: name.to_owned(),
+                reason: format!(
+                    "its memory limit of {} MiB exceeds the server's maximum of {} MiB (restart with a higher --max-memory)",
+                    grants.limits.memory >> 20,
+                    max >> 20
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -24,6 +24,12 @@ pub enum LoadError {
     /// Listing the plugin's tools, resources or prompts failed.
     #[error("{plugin}: listing its {what} failed: {source}")]
     Listing { plugin: String, what: &'static str, source: CallError },
+    /// The plugin's needs declaration cannot be read.
+    #[error("{plugin}: {reason}")]
+    Needs { plugin: String, reason: String },
+    /// The policy forbids loading the plugin as it is.
+    #[error("{plugin}: {reason}")]
+    Policy { plugin: String, reason: String },
     /// The engine could not be configured.
     #[error("the WebAssembly engine could not be configured: {0}")]
     Engine(String),
@@ -48,6 +54,15 @@ pub enum CallError {
     /// The plugin trapped (a Rust panic shows up as `unreachable`).
     #[error("the plugin crashed: {0}")]
     Trap(String),
+    /// The result is larger than the plugin's output limit.
+    #[error("the plugin's result of {size} bytes exceeds its output limit of {limit} bytes and was discarded")]
+    Output { limit: usize, size: usize },
+    /// The plugin already runs as many calls as its concurrency limit allows.
+    #[error("the plugin is already running its limit of {0} concurrent calls; try again shortly")]
+    PluginBusy(u32),
+    /// A granted directory could not be opened for the call.
+    #[error("the plugin's sandbox could not be set up: {0}")]
+    Sandbox(String),
     /// Too many calls are running; the pool of instances is exhausted.
     #[error("the server is at its limit of concurrent plugin instances; try again shortly")]
     Busy,

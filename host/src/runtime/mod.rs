@@ -9,12 +9,13 @@ mod cache;
 mod engine;
 mod error;
 mod limits;
+mod output;
 mod plugin;
 mod sandbox;
 
 pub use bindings::types;
 pub use cache::{CompileCache, digest};
-pub use engine::{PluginRuntime, RuntimeConfig};
+pub use engine::{Inspection, PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use plugin::{Manifest, Plugin};
 

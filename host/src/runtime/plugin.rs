@@ -6,12 +6,16 @@ use std::sync::Arc;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
+use tokio::sync::Semaphore;
+
 use super::bindings::{self, completion, prompts, resources, tools, types};
 use super::engine::{RuntimeInner, ticks};
 use super::error::{CallError, LoadError};
-use super::limits::{Limiter, MemoryLimitExceeded};
-use super::sandbox::CallState;
+use super::limits::MemoryLimitExceeded;
+use super::output::OutputSize;
+use super::sandbox::{CallState, Sandbox};
 use super::{Events, NoEvents};
+use crate::policy::{ClientRoots, Grants, Needs};
 
 /// What a plugin provides, read once when it loads.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +32,10 @@ pub struct Manifest {
 pub struct Plugin {
     name: Arc<str>,
     digest: String,
+    grants: Arc<Grants>,
+    /// One permit per call allowed to run at once.
+    slots: Arc<Semaphore>,
+    needs: Option<Needs>,
     runtime: Arc<RuntimeInner>,
     pre: InstancePre<CallState>,
     tools: Option<tools::GuestIndices>,
@@ -59,6 +67,8 @@ impl Plugin {
         name: &str,
         digest: String,
         component: Component,
+        grants: Arc<Grants>,
+        needs: Option<Needs>,
     ) -> Result<Plugin, LoadError> {
         let pre = runtime
             .linker
@@ -67,6 +77,9 @@ impl Plugin {
         let mut plugin = Plugin {
             name: name.into(),
             digest,
+            slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
+            grants,
+            needs,
             tools: optional(name, &pre, bindings::TOOLS, tools::GuestIndices::new)?,
             resources: optional(name, &pre, bindings::RESOURCES, resources::GuestIndices::new)?,
             prompts: optional(name, &pre, bindings::PROMPTS, prompts::GuestIndices::new)?,
@@ -101,6 +114,35 @@ impl Plugin {
         &self.manifest
     }
 
+    /// What the plugin is granted.
+    pub fn grants(&self) -> &Arc<Grants> {
+        &self.grants
+    }
+
+    /// What the plugin declares it needs, if it declares anything.
+    pub fn needs(&self) -> Option<&Needs> {
+        self.needs.as_ref()
+    }
+
+    /// The same plugin under other grants: no recompiling or relisting. Calls running on
+    /// `self` keep their grants.
+    pub fn with_grants(&self, grants: Arc<Grants>) -> Plugin {
+        Plugin {
+            name: self.name.clone(),
+            digest: self.digest.clone(),
+            slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
+            grants,
+            needs: self.needs.clone(),
+            runtime: self.runtime.clone(),
+            pre: self.pre.clone(),
+            tools: self.tools.clone(),
+            resources: self.resources.clone(),
+            prompts: self.prompts.clone(),
+            completion: self.completion.clone(),
+            manifest: self.manifest.clone(),
+        }
+    }
+
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
         let listing = |what: &'static str| {
             let plugin = self.name.to_string();
@@ -109,13 +151,15 @@ impl Plugin {
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
         if let Some(ix) = &self.tools {
             manifest.tools = self
-                .run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                    ix.load(&mut *store, instance)?.call_list(store).await
+                })
                 .await
                 .map_err(listing("tools"))?;
         }
         if let Some(ix) = &self.resources {
             (manifest.resources, manifest.templates) = self
-                .run(Arc::new(NoEvents), async |store, instance| {
+                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
                     let guest = ix.load(&mut *store, instance)?;
                     let resources = guest.call_list(&mut *store).await?;
                     Ok((resources, guest.call_templates(store).await?))
@@ -125,15 +169,19 @@ impl Plugin {
         }
         if let Some(ix) = &self.prompts {
             manifest.prompts = self
-                .run(Arc::new(NoEvents), async |store, instance| ix.load(&mut *store, instance)?.call_list(store).await)
+                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                    ix.load(&mut *store, instance)?.call_list(store).await
+                })
                 .await
                 .map_err(listing("prompts"))?;
         }
         if let Some(ix) = &self.completion {
             // Type-check the export now rather than on the first completion request.
-            self.run(Arc::new(NoEvents), async |store, instance| ix.load(store, instance).map(drop))
-                .await
-                .map_err(listing("completion"))?;
+            self.run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                ix.load(store, instance).map(drop)
+            })
+            .await
+            .map_err(listing("completion"))?;
         }
         Ok(manifest)
     }
@@ -144,14 +192,18 @@ impl Plugin {
         name: &str,
         arguments: &str,
         context: &types::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Result<types::CallOutcome, types::Error>, CallError> {
         let ix = self.tools.as_ref().ok_or(CallError::Unsupported("tools"))?;
-        let (name, arguments) = (name.to_owned(), arguments.to_owned());
-        self.run(events, async |store, instance| {
-            ix.load(&mut *store, instance)?.call_call(store, &name, &arguments, context).await
-        })
-        .await
+        // The bindings take the `json` alias as `&String`.
+        let arguments = arguments.to_owned();
+        let outcome = self
+            .run(roots, events, async |store, instance| {
+                ix.load(&mut *store, instance)?.call_call(store, name, &arguments, context).await
+            })
+            .await?;
+        self.capped(outcome)
     }
 
     /// Read a resource.
@@ -159,11 +211,16 @@ impl Plugin {
         &self,
         uri: &str,
         context: &types::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Result<types::ReadOutcome, types::Error>, CallError> {
         let ix = self.resources.as_ref().ok_or(CallError::Unsupported("resources"))?;
-        self.run(events, async |store, instance| ix.load(&mut *store, instance)?.call_read(store, uri, context).await)
-            .await
+        let outcome = self
+            .run(roots, events, async |store, instance| {
+                ix.load(&mut *store, instance)?.call_read(store, uri, context).await
+            })
+            .await?;
+        self.capped(outcome)
     }
 
     /// Render a prompt.
@@ -172,13 +229,16 @@ impl Plugin {
         name: &str,
         arguments: &[(String, String)],
         context: &types::RequestContext,
+        roots: &ClientRoots,
         events: Events,
     ) -> Result<Result<types::GetOutcome, types::Error>, CallError> {
         let ix = self.prompts.as_ref().ok_or(CallError::Unsupported("prompts"))?;
-        self.run(events, async |store, instance| {
-            ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await
-        })
-        .await
+        let outcome = self
+            .run(roots, events, async |store, instance| {
+                ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await
+            })
+            .await?;
+        self.capped(outcome)
     }
 
     /// Suggest completions.
@@ -191,24 +251,49 @@ impl Plugin {
         events: Events,
     ) -> Result<Result<types::Suggestions, types::Error>, CallError> {
         let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
-        self.run(events, async |store, instance| {
-            ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
-        })
-        .await
+        // Completion is for typing hints: it sees no directories.
+        let outcome = self
+            .run(&ClientRoots::Listed(Arc::new([])), events, async |store, instance| {
+                ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
+            })
+            .await?;
+        self.capped(outcome)
     }
 
-    /// Run `call` against a fresh instance in a fresh store, under the call limits.
+    /// Hold a result to the plugin's output limit.
+    fn capped<T: OutputSize>(&self, outcome: T) -> Result<T, CallError> {
+        let (size, limit) = (outcome.output_size(), self.grants.limits.output);
+        if size > limit {
+            tracing::warn!(plugin = %self.name, "plugin result of {size} bytes discarded: over its output limit");
+            return Err(CallError::Output { limit, size });
+        }
+        Ok(outcome)
+    }
+
+    /// Run `call` against a fresh instance in a fresh store, under the plugin's limits, with
+    /// the directories its grants and the client's roots allow.
     async fn run<R>(
         &self,
+        roots: &ClientRoots,
         events: Events,
         call: impl AsyncFnOnce(&mut Store<CallState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        let limits = self.grants.limits;
+        let _slot = self.slots.try_acquire().map_err(|_| CallError::PluginBusy(limits.concurrency))?;
         let config = &self.runtime.config;
-        let limiter = Limiter { memory: config.memory_limit, table_elements: config.table_elements };
-        let state = CallState::new(self.name.clone(), limiter, events, config.event_limit, config.stderr_limit);
+        let state = CallState::new(Sandbox {
+            plugin: self.name.clone(),
+            grants: &self.grants,
+            mounts: self.grants.mounts(roots),
+            events,
+            event_limit: config.event_limit,
+            stderr_limit: config.stderr_limit,
+            table_elements: config.table_elements,
+        })
+        .map_err(CallError::Sandbox)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let budget = ticks(config.cpu_deadline);
+        let budget = ticks(limits.cpu);
         let mut used = 0u64;
         store.set_epoch_deadline(1);
         // Yield to the executor on every tick so a computing plugin never starves other
@@ -225,15 +310,14 @@ impl Plugin {
             let instance = self.pre.instantiate_async(&mut store).await?;
             call(&mut store, &instance).await
         };
-        match tokio::time::timeout(config.wall_deadline, work).await {
+        match tokio::time::timeout(limits.timeout, work).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.classify(error)),
-            Err(_elapsed) => Err(CallError::WallClock(config.wall_deadline)),
+            Err(_elapsed) => Err(CallError::WallClock(limits.timeout)),
         }
     }
 
     fn classify(&self, error: wasmtime::Error) -> CallError {
-        let config = &self.runtime.config;
         if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
             return CallError::Memory { limit: e.limit, desired: e.desired };
         }
@@ -241,7 +325,7 @@ impl Plugin {
             return CallError::Busy;
         }
         let failure = match error.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => CallError::Deadline(config.cpu_deadline),
+            Some(Trap::Interrupt) => CallError::Deadline(self.grants.limits.cpu),
             Some(Trap::StackOverflow) => CallError::StackOverflow,
             Some(Trap::UnreachableCodeReached) => {
                 CallError::Trap("it aborted (a panic or failed assertion; its stderr is in the server log)".into())

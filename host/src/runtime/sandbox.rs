@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::CallEvents;
 use super::bindings::capsule::plugin::{host, types};
 use super::limits::Limiter;
+use crate::policy::{Grants, Mount};
 
 /// Everything a call's store holds.
 pub(crate) struct CallState {
@@ -21,25 +22,53 @@ pub(crate) struct CallState {
     events: Arc<dyn CallEvents>,
     events_left: u32,
     plugin: Arc<str>,
+    mounts: Vec<Mount>,
+}
+
+/// What a call's sandbox is built from.
+pub(crate) struct Sandbox<'a> {
+    pub plugin: Arc<str>,
+    pub grants: &'a Grants,
+    pub mounts: Vec<Mount>,
+    pub events: Arc<dyn CallEvents>,
+    pub event_limit: u32,
+    pub stderr_limit: usize,
+    pub table_elements: usize,
 }
 
 impl CallState {
-    pub fn new(
-        plugin: Arc<str>,
-        limiter: Limiter,
-        events: Arc<dyn CallEvents>,
-        event_limit: u32,
-        stderr_limit: usize,
-    ) -> Self {
-        // No environment, arguments, stdin, preopened directories or network: a plugin gets
-        // clocks and randomness, and its stderr goes to our log.
+    /// Build a call's store data. Fails only if a granted directory cannot be opened.
+    pub fn new(sandbox: Sandbox<'_>) -> Result<Self, String> {
+        // Deny by default: no arguments, stdin or sockets; the environment and directories
+        // are exactly what the grants name. A plugin always gets clocks and randomness, and
+        // its stderr goes to our log.
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stderr(StderrToLog::new(plugin.clone(), stderr_limit))
+        wasi.stderr(StderrToLog::new(sandbox.plugin.clone(), sandbox.stderr_limit))
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
-        CallState { wasi: wasi.build(), table: ResourceTable::new(), limiter, events, events_left: event_limit, plugin }
+        for (name, value) in &sandbox.grants.env {
+            wasi.env(name, value);
+        }
+        for (name, secret) in &sandbox.grants.secrets {
+            wasi.env(name, secret.expose());
+        }
+        for mount in &sandbox.mounts {
+            let perms = if mount.write { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&mount.host, &mount.guest, perms)
+                .map_err(|e| format!("cannot open granted directory {}: {e:#}", mount.host.display()))?;
+        }
+        let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements };
+        Ok(CallState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter,
+            events: sandbox.events,
+            events_left: sandbox.event_limit,
+            plugin: sandbox.plugin,
+            mounts: sandbox.mounts,
+        })
     }
 
     /// Count one event against the call's budget; false once it is spent.
@@ -91,6 +120,14 @@ impl host::Host for CallState {
             self.events.list_changed(kind);
         }
         Ok(())
+    }
+
+    async fn mounts(&mut self) -> wasmtime::Result<Vec<host::Mount>> {
+        Ok(self
+            .mounts
+            .iter()
+            .map(|m| host::Mount { path: m.guest.clone(), name: m.name.clone(), writable: m.write })
+            .collect())
     }
 }
 

@@ -315,7 +315,6 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         "serve",
         "--listen",
         "127.0.0.1:0",
-        "--watch",
         "--plugins",
         swap_dir.to_str().unwrap_or_default(),
     ])

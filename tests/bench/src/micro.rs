@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capsule::policy::{ClientRoots, Grants};
 use capsule::runtime::{CompileCache, NoEvents, PluginRuntime, RuntimeConfig, types};
 
 /// Milliseconds to compile `bytes` once, `reps` times.
@@ -25,7 +26,7 @@ pub async fn instance_call_us(
     calls: usize,
     reps: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let plugin = runtime.load("calc", Arc::from(bytes)).await?;
+    let plugin = runtime.load("calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
     let context = types::RequestContext {
         client: types::ClientCapabilities {
             elicitation_form: false,
@@ -41,7 +42,8 @@ pub async fn instance_call_us(
     for _ in 0..reps {
         let start = Instant::now();
         for _ in 0..calls {
-            let outcome = plugin.call_tool("add", r#"{"a":1,"b":2}"#, &context, events.clone()).await?;
+            let outcome =
+                plugin.call_tool("add", r#"{"a":1,"b":2}"#, &context, &ClientRoots::NotOffered, events.clone()).await?;
             anyhow::ensure!(matches!(outcome, Ok(types::CallOutcome::Complete(_))), "add did not complete");
         }
         results.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
@@ -52,8 +54,8 @@ pub async fn instance_call_us(
 /// Milliseconds to load `count` distinct plugins (compile or take from the cache, link, read
 /// their lists) into a fresh runtime: with an empty compile cache, then with the warm one.
 pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
-    // Distinct contents, so each plugin has its own cache entry: the component's own custom
-    // sections are not read by the host.
+    // Distinct contents, so each plugin has its own cache entry: custom sections other than
+    // `capsule:needs` mean nothing to the host.
     let plugins: Vec<Arc<[u8]>> = (0..count).map(|i| Arc::from(with_custom_section(bytes, i))).collect();
     let (mut empty, mut warm) = (Vec::new(), Vec::new());
     for _ in 0..reps {
@@ -64,7 +66,7 @@ pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Re
             let runtime = PluginRuntime::new(config)?;
             let start = Instant::now();
             for (i, plugin) in plugins.iter().enumerate() {
-                runtime.load(&format!("plugin{i}"), plugin.clone()).await?;
+                runtime.load(&format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
             }
             results.push(start.elapsed().as_secs_f64() * 1e3);
         }

@@ -1,0 +1,278 @@
+//! The policy file (TOML): parsing, resolution and every check that can be made before a
+//! plugin runs. Unknown keys are errors, so a typo never silently grants or limits nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::{DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, Secret};
+
+/// Why a policy file cannot be used. The server refuses to start with one (and a reload
+/// keeps the previous policy).
+#[derive(Debug, Error)]
+pub enum PolicyError {
+    #[error("cannot read the policy file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("policy file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("policy file {path}: plugin {plugin}: {message}")]
+    Plugin { path: PathBuf, plugin: String, message: String },
+    #[error("policy file {path}: [limits]: {message}")]
+    Limits { path: PathBuf, message: String },
+    #[error("command-line limits: {0}")]
+    Flags(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    needs_beyond_grants: NeedsMode,
+    #[serde(default)]
+    limits: LimitOverrides,
+    #[serde(default)]
+    plugins: BTreeMap<String, PluginEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginEntry {
+    #[serde(default)]
+    dirs: Vec<DirEntry>,
+    #[serde(default)]
+    roots: bool,
+    #[serde(default)]
+    network: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretSource>,
+    #[serde(default)]
+    limits: LimitOverrides,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirEntry {
+    path: PathBuf,
+    #[serde(default)]
+    write: bool,
+    guest: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SecretSource {
+    Env { env: String },
+    File { file: PathBuf },
+}
+
+/// The policy in force: grants and limits for every plugin, by name.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    source: Option<PathBuf>,
+    defaults: Limits,
+    needs: NeedsMode,
+    plugins: BTreeMap<String, Arc<Grants>>,
+}
+
+impl Policy {
+    /// No policy file: nothing granted to anyone, `defaults` for every plugin.
+    pub fn empty(defaults: Limits) -> Result<Policy, PolicyError> {
+        defaults.check().map_err(PolicyError::Flags)?;
+        Ok(Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() })
+    }
+
+    /// Read a policy file. `base` is the limits before the file's `[limits]`; `flags` are
+    /// the command line's, which win over the file's `[limits]` but not over a plugin's own.
+    pub fn open(path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.into(), source })?;
+        Policy::parse(&text, path, base, flags)
+    }
+
+    /// Parse a policy file's text; relative paths in it are relative to `path`'s directory.
+    pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
+        let file: File =
+            toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
+        let defaults = base.with(&file.limits).with(flags);
+        defaults.check().map_err(|message| PolicyError::Limits { path: path.into(), message })?;
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        let mut plugins = BTreeMap::new();
+        for (name, entry) in file.plugins {
+            let plugin_error =
+                |message: String| PolicyError::Plugin { path: path.into(), plugin: name.clone(), message };
+            let grants = entry.resolve(base_dir, defaults).map_err(plugin_error)?;
+            plugins.insert(name, Arc::new(grants));
+        }
+        Ok(Policy { source: Some(path.into()), defaults, needs: file.needs_beyond_grants, plugins })
+    }
+
+    /// The file this policy came from, if any.
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    /// What `plugin` is granted: its entry, or nothing but the default limits.
+    pub fn grants(&self, plugin: &str) -> Arc<Grants> {
+        self.plugins
+            .get(plugin)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Grants { limits: self.defaults, ..Grants::default() }))
+    }
+
+    /// What to do with a plugin that declares needs beyond its grants.
+    pub fn needs_mode(&self) -> NeedsMode {
+        self.needs
+    }
+
+    /// The plugins the file names.
+    pub fn named_plugins(&self) -> impl Iterator<Item = &str> {
+        self.plugins.keys().map(String::as_str)
+    }
+
+    /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
+    pub fn max_memory(&self) -> usize {
+        self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max)
+    }
+}
+
+impl PluginEntry {
+    fn resolve(self, base_dir: &Path, defaults: Limits) -> Result<Grants, String> {
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for dir in self.dirs {
+            let path = base_dir.join(&dir.path);
+            let path = std::fs::canonicalize(&path).map_err(|e| format!("directory {}: {e}", path.display()))?;
+            if !path.is_dir() {
+                return Err(format!("{} is not a directory", path.display()));
+            }
+            let guest = match dir.guest {
+                Some(guest) if guest.starts_with('/') && !guest.split('/').any(|c| c == ".." || c == ".") => guest,
+                Some(guest) => return Err(format!("guest path {guest:?} must be absolute, without . or ..")),
+                None => path
+                    .to_str()
+                    .ok_or_else(|| format!("{} is not valid UTF-8; give it a guest path", path.display()))?
+                    .to_owned(),
+            };
+            dirs.push(DirGrant { path, guest, write: dir.write });
+        }
+        if self.roots && dirs.is_empty() {
+            return Err("roots = true narrows the plugin's directories to the client's roots, but it has no dirs; \
+                 grant the directories the roots may fall in"
+                .into());
+        }
+        let network = self
+            .network
+            .iter()
+            .map(|rule| rule.parse::<HostRule>().map_err(|e| format!("network: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for name in self.env.keys().chain(self.secrets.keys()) {
+            check_env_name(name)?;
+        }
+        if let Some(name) = self.env.keys().find(|name| self.secrets.contains_key(*name)) {
+            return Err(format!("{name} is both an env value and a secret"));
+        }
+        let mut secrets = Vec::with_capacity(self.secrets.len());
+        for (name, source) in self.secrets {
+            let value = match source {
+                SecretSource::Env { env } => std::env::var(&env)
+                    .map_err(|_| format!("secret {name}: environment variable {env} is not set (or not UTF-8)"))?,
+                SecretSource::File { file } => {
+                    let file = base_dir.join(file);
+                    let text = std::fs::read_to_string(&file)
+                        .map_err(|e| format!("secret {name}: cannot read {}: {e}", file.display()))?;
+                    text.trim_end_matches(['\n', '\r']).to_owned()
+                }
+            };
+            secrets.push((name, Secret(value)));
+        }
+        let limits = defaults.with(&self.limits);
+        limits.check().map_err(|e| format!("limits: {e}"))?;
+        Ok(Grants { dirs, roots: self.roots, network, env: self.env.into_iter().collect(), secrets, limits })
+    }
+}
+
+fn check_env_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return Err(format!("{name:?} is not a valid environment variable name"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text, &std::env::temp_dir().join("capsule.toml"), Limits::default(), &LimitOverrides::default())
+    }
+
+    #[test]
+    fn empty_file_grants_nothing() {
+        let policy = parse("").unwrap();
+        let grants = policy.grants("anything");
+        assert!(grants.dirs.is_empty() && grants.network.is_empty() && grants.env.is_empty());
+        assert_eq!(grants.limits, Limits::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        for text in [
+            "colour = 1",
+            "[plugins.a]\ndirectories = []",
+            "[plugins.a]\ndirs = [{ path = \".\", writable = true }]",
+            "[limits]\nmemory = 3",
+            "[plugins.a.limits]\ncpu = 3",
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains("unknown field"), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn dirs_are_canonical_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("[plugins.a]\ndirs = [{{ path = {:?}, write = true }}]", dir.path().join("x/../"));
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        let grants = parse(&text).unwrap().grants("a");
+        let canonical = dir.path().canonicalize().unwrap();
+        assert_eq!(
+            grants.dirs,
+            vec![DirGrant { guest: canonical.to_str().unwrap().into(), path: canonical, write: true }]
+        );
+        let missing = format!("[plugins.a]\ndirs = [{{ path = {:?} }}]", dir.path().join("missing"));
+        assert!(parse(&missing).unwrap_err().to_string().contains("plugin a: directory"));
+        let bad_guest = format!("[plugins.a]\ndirs = [{{ path = {:?}, guest = \"/a/../b\" }}]", dir.path());
+        assert!(parse(&bad_guest).unwrap_err().to_string().contains("guest path"));
+        assert!(parse("[plugins.a]\nroots = true").unwrap_err().to_string().contains("has no dirs"));
+    }
+
+    #[test]
+    fn limits_stack_defaults_flags_and_plugin() {
+        let text = "[limits]\nmemory_mib = 32\ncpu_ms = 100\n[plugins.a.limits]\nconcurrency = 2\ncpu_ms = 50";
+        let flags = LimitOverrides { cpu_ms: Some(200), ..LimitOverrides::default() };
+        let policy = Policy::parse(text, Path::new("/x/capsule.toml"), Limits::default(), &flags).unwrap();
+        let other = policy.grants("b").limits;
+        assert_eq!((other.memory, other.cpu.as_millis()), (32 << 20, 200));
+        let a = policy.grants("a").limits;
+        assert_eq!((a.memory, a.cpu.as_millis(), a.concurrency), (32 << 20, 50, 2));
+        assert!(parse("[plugins.a.limits]\nconcurrency = 0").is_err());
+    }
+
+    #[test]
+    fn secrets_come_from_files_and_never_print() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "s3cret\n").unwrap();
+        let text = "[plugins.a]\nsecrets = { TOKEN = { file = \"token\" } }";
+        let policy =
+            Policy::parse(text, &dir.path().join("capsule.toml"), Limits::default(), &Default::default()).unwrap();
+        let grants = policy.grants("a");
+        assert_eq!(grants.secrets[0].1.expose(), "s3cret");
+        assert!(!format!("{policy:?}").contains("s3cret"));
+        let unset = "[plugins.a]\nsecrets = { T = { env = \"CAPSULE_TEST_SURELY_UNSET\" } }";
+        assert!(parse(unset).unwrap_err().to_string().contains("is not set"));
+        assert!(parse("[plugins.a]\nenv = { \"A=B\" = \"x\" }").is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! The operator's policy: what each plugin may touch, and how much it may use.
+//!
+//! Nothing is granted by default. A plugin with no entry in the policy file gets clocks and
+//! randomness, and the default limits. An entry grants it, by name:
+//!
+//! - directories, read-only or read-write, optionally narrowed per call to the client's
+//!   roots (see [`Grants::mounts`]);
+//! - outbound HTTP to listed hosts ([`HostRule`]);
+//! - named environment values and secrets;
+//! - its own limits (memory, CPU deadline, wall-clock timeout, concurrency, output size).
+//!
+//! A plugin may declare what it needs ([`Needs`], a custom section in the component); needs
+//! beyond the grants are reported at load, as a warning or a refusal by the operator's choice.
+//!
+//! This layer is plain data and checks: the runtime enforces it, and it knows nothing of MCP.
+
+mod config;
+mod fs;
+mod needs;
+mod net;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use config::{Policy, PolicyError};
+pub use fs::{ClientRoot, ClientRoots, Mount};
+pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
+pub use net::{HostRule, HostRuleError};
+
+/// What one plugin is granted. Built from the policy file; immutable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Directories the plugin may see (canonical host paths).
+    pub dirs: Vec<DirGrant>,
+    /// Whether the directories are narrowed to the client's roots on each call.
+    pub roots: bool,
+    /// Hosts the plugin may send HTTP requests to.
+    pub network: Vec<HostRule>,
+    /// Environment values, as the plugin sees them.
+    pub env: Vec<(String, String)>,
+    /// Secrets, passed to the plugin as environment values; never printed or logged.
+    pub secrets: Vec<(String, Secret)>,
+    /// The plugin's limits.
+    pub limits: Limits,
+}
+
+/// A directory grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory on the host, canonicalized when the policy was read.
+    pub path: PathBuf,
+    /// Where the plugin sees it (without the roots grant; with it, roots appear at their own
+    /// paths).
+    pub guest: String,
+    /// Whether the plugin may create, change and delete files in it.
+    pub write: bool,
+}
+
+/// A secret's value. Its `Debug` form is redacted so it cannot reach a log by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value itself, for the sandbox that receives it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Per-call limits of one plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory a call may use, in bytes.
+    pub memory: usize,
+    /// CPU time a call may spend running plugin code.
+    pub cpu: Duration,
+    /// Wall-clock time a call may take (covers a plugin blocked waiting on I/O).
+    pub timeout: Duration,
+    /// Calls of this plugin that may run at once; more are refused, not queued.
+    pub concurrency: u32,
+    /// Bytes a call's result may hold (text, binary data and structured content together).
+    pub output: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory: 64 << 20,
+            cpu: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            concurrency: 32,
+            output: 4 << 20,
+        }
+    }
+}
+
+/// Limits as written in the policy file or on the command line: each one optional, so the
+/// layers (built-in defaults, `[limits]`, command-line flags, a plugin's own `limits`) can
+/// be stacked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Linear memory per call, in MiB.
+    pub memory_mib: Option<u64>,
+    /// CPU time per call, in milliseconds.
+    pub cpu_ms: Option<u64>,
+    /// Wall-clock time per call, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Calls running at once.
+    pub concurrency: Option<u32>,
+    /// Result size per call, in KiB.
+    pub output_kib: Option<u64>,
+}
+
+impl Limits {
+    /// These limits with `overrides` applied.
+    pub fn with(self, overrides: &LimitOverrides) -> Limits {
+        Limits {
+            memory: overrides.memory_mib.map_or(self.memory, |m| (m as usize) << 20),
+            cpu: overrides.cpu_ms.map_or(self.cpu, Duration::from_millis),
+            timeout: overrides.timeout_ms.map_or(self.timeout, Duration::from_millis),
+            concurrency: overrides.concurrency.unwrap_or(self.concurrency),
+            output: overrides.output_kib.map_or(self.output, |k| (k as usize) << 10),
+        }
+    }
+
+    /// Why these limits cannot work, if they cannot.
+    fn check(&self) -> Result<(), String> {
+        if self.memory < 1 << 20 {
+            return Err("memory_mib must be at least 1".into());
+        }
+        if self.cpu.is_zero() || self.timeout.is_zero() {
+            return Err("cpu_ms and timeout_ms must be at least 1".into());
+        }
+        if self.concurrency == 0 {
+            return Err("concurrency must be at least 1".into());
+        }
+        if self.output == 0 {
+            return Err("output_kib must be at least 1".into());
+        }
+        Ok(())
+    }
+}

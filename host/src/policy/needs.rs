@@ -1,0 +1,176 @@
+//! A plugin's own declaration of what it needs, and how it compares with its grants.
+//!
+//! The declaration is TOML in a custom section named [`NEEDS_SECTION`], anywhere in the
+//! component (the Rust SDK's `needs!` macro puts it in the main module). It is read without
+//! running the plugin. It grants nothing: it only lets the operator see, at load, that a
+//! plugin will not work as granted.
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::{Grants, HostRule};
+
+/// The custom section that holds a plugin's needs.
+pub const NEEDS_SECTION: &str = "capsule:needs";
+
+/// What to do when a plugin declares needs its grants do not cover.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NeedsMode {
+    /// Load it anyway and log a warning: the grants still bound what it can do.
+    #[default]
+    Warn,
+    /// Do not load it.
+    Refuse,
+}
+
+/// Filesystem access a plugin needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DirAccess {
+    Read,
+    Write,
+}
+
+/// A plugin's declared needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Needs {
+    /// Some directory, read-only or writable.
+    pub dirs: Option<DirAccess>,
+    /// The client's roots (directories narrowed to them).
+    #[serde(default)]
+    pub roots: bool,
+    /// Hosts it sends HTTP requests to.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Environment values it reads.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Secrets it reads (from its environment).
+    #[serde(default)]
+    pub secrets: Vec<String>,
+}
+
+/// A needs declaration that cannot be read.
+#[derive(Debug, Error)]
+pub enum NeedsError {
+    #[error("not a WebAssembly binary: {0}")]
+    Binary(String),
+    #[error("its {NEEDS_SECTION} section is not valid: {0}")]
+    Invalid(String),
+}
+
+impl std::fmt::Display for Needs {
+    /// One need per line, as the operator would grant it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut lines = Vec::new();
+        match self.dirs {
+            Some(DirAccess::Read) => lines.push("a directory (read)".to_owned()),
+            Some(DirAccess::Write) => lines.push("a directory (write)".to_owned()),
+            None => {}
+        }
+        if self.roots {
+            lines.push("the client's roots".into());
+        }
+        lines.extend(self.network.iter().map(|h| format!("HTTP to {h}")));
+        lines.extend(self.env.iter().map(|n| format!("env {n}")));
+        lines.extend(self.secrets.iter().map(|n| format!("secret {n}")));
+        if lines.is_empty() {
+            lines.push("nothing".into());
+        }
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl Needs {
+    /// Read the declaration from a component's bytes; `None` if it declares nothing.
+    pub fn read(wasm: &[u8]) -> Result<Option<Needs>, NeedsError> {
+        for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+            let payload = payload.map_err(|e| NeedsError::Binary(e.to_string()))?;
+            if let wasmparser::Payload::CustomSection(section) = payload
+                && section.name() == NEEDS_SECTION
+            {
+                let text = std::str::from_utf8(section.data()).map_err(|e| NeedsError::Invalid(e.to_string()))?;
+                return Needs::parse(text).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Parse a declaration's text.
+    pub fn parse(text: &str) -> Result<Needs, NeedsError> {
+        let needs: Needs = toml::from_str(text).map_err(|e| NeedsError::Invalid(e.to_string()))?;
+        for rule in &needs.network {
+            rule.parse::<HostRule>().map_err(|e| NeedsError::Invalid(e.to_string()))?;
+        }
+        Ok(needs)
+    }
+
+    /// Every need the grants do not cover, as sentences an operator can act on.
+    pub fn beyond(&self, grants: &Grants) -> Vec<String> {
+        let mut missing = Vec::new();
+        match self.dirs {
+            Some(DirAccess::Read) if grants.dirs.is_empty() => {
+                missing.push("needs a directory; none is granted".into())
+            }
+            Some(DirAccess::Write) if !grants.dirs.iter().any(|d| d.write) => {
+                missing.push("needs a writable directory; none is granted with write = true".into())
+            }
+            _ => {}
+        }
+        if self.roots && !grants.roots {
+            missing.push("works on the client's roots; roots = true is not granted".into());
+        }
+        for host in &self.network {
+            let Ok(need) = host.parse::<HostRule>() else { continue };
+            if !grants.network.iter().any(|rule| need.within(rule)) {
+                missing.push(format!("sends HTTP requests to {need}; not granted in network"));
+            }
+        }
+        for name in &self.env {
+            if !grants.env.iter().any(|(n, _)| n == name) {
+                missing.push(format!("reads environment value {name}; not granted in env"));
+            }
+        }
+        for name in &self.secrets {
+            if !grants.secrets.iter().any(|(n, _)| n == name) {
+                missing.push(format!("reads secret {name}; not granted in secrets"));
+            }
+        }
+        missing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::DirGrant;
+    use super::*;
+
+    #[test]
+    fn needs_beyond_grants_are_named() {
+        let needs = Needs::parse(
+            "dirs = \"write\"\nroots = true\nnetwork = [\"api.example.org\"]\nenv = [\"LANG\"]\nsecrets = [\"TOKEN\"]",
+        )
+        .unwrap();
+        let nothing = needs.beyond(&Grants::default());
+        assert_eq!(nothing.len(), 5, "{nothing:?}");
+        let enough = Grants {
+            dirs: vec![DirGrant { path: "/tmp".into(), guest: "/tmp".into(), write: true }],
+            roots: true,
+            network: vec!["*.example.org".parse().unwrap()],
+            env: vec![("LANG".into(), "C".into())],
+            secrets: vec![("TOKEN".into(), super::super::Secret("x".into()))],
+            ..Grants::default()
+        };
+        assert!(needs.beyond(&enough).is_empty());
+        assert!(Needs::parse("disk = true").is_err());
+        assert!(Needs::parse("network = [\"http://x\"]").is_err());
+    }
+
+    #[test]
+    fn plain_modules_declare_nothing() {
+        assert_eq!(Needs::read(b"\0asm\x01\0\0\0").unwrap(), None);
+        assert!(Needs::read(b"not wasm").is_err());
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run py_roots.py with the official Python SDK, in the venv the shared smoke script uses.
+#   py-roots.sh --mode legacy|auto --root DIR --outside DIR [--read-only] URL
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="${MCP_PY_SMOKE_CACHE:-/tmp/mcp-smoke-py}"
+want="${MCP_PY_VERSION:-2.3.0}"
+[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv" >&2
+have="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
+if [ "$have" != "$want" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "mcp==$want" >&2
+fi
+exec "$venv/bin/python" "$here/py_roots.py" "$@"
