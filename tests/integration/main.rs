@@ -6,6 +6,7 @@
 mod bad_input;
 mod clients;
 mod conformance;
+mod hotswap;
 mod protocol;
 mod sandbox;
 mod support;

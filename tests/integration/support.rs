@@ -216,6 +216,21 @@ impl Client {
         SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
 
+    /// Open the legacy session's GET stream, where server-initiated notifications arrive.
+    pub async fn listen_legacy(&self) -> SseStream {
+        let response = self
+            .http
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", self.session.as_deref().expect("a session"))
+            .header("mcp-protocol-version", &self.version)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 200, "GET stream");
+        SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
     /// Open a 2026-07-28 `subscriptions/listen` stream with this filter.
     pub async fn stream_modern(&self, notifications: Value) -> SseStream {
         let mut params = json!({"notifications": notifications["notifications"]});

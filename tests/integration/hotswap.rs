@@ -1,0 +1,256 @@
+//! Hot swap under load, and the admin endpoint.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, SseStream, first_text, plugins, scratch_dir};
+
+/// The admin endpoint of a server started with `--admin 127.0.0.1:0`.
+struct Admin {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Admin {
+    fn of(server: &Server, token_file: &std::path::Path) -> Admin {
+        let log = server.wait_for_log("admin endpoint on http://");
+        let base = log
+            .split("admin endpoint on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("admin address in the log")
+            .to_owned();
+        let token = std::fs::read_to_string(token_file).expect("the server wrote the token").trim().to_owned();
+        Admin { http: reqwest::Client::new(), base, token }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("admin request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.send(method, path, body, Some(&self.token.clone())).await
+    }
+
+    async fn plugin(&self, name: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, "/plugins", None).await;
+        assert_eq!(status, 200, "{body}");
+        body["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null)
+    }
+}
+
+/// Count the tool-list notifications arriving on a stream until it ends or `stop` is set.
+fn count_list_changes(mut stream: SseStream, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut seen = 0;
+        while !stop.load(Ordering::Relaxed) {
+            match tokio::time::timeout(Duration::from_millis(500), stream.next_message()).await {
+                Ok(Some(message)) if message["method"] == "notifications/tools/list_changed" => seen += 1,
+                Ok(Some(_)) | Err(_) => {}
+                Ok(None) => break,
+            }
+        }
+        seen
+    })
+}
+
+fn swap_to(dir: &std::path::Path, bytes: &[u8], n: usize) {
+    // How deployments replace a file: write beside it, then rename over it.
+    let staging = dir.join(format!(".staging-{n}"));
+    std::fs::write(&staging, bytes).unwrap();
+    std::fs::rename(&staging, dir.join("swapped.wasm")).unwrap();
+}
+
+/// Several clients call a tool without pause while its plugin file is replaced 100 times,
+/// alternating two versions and, every tenth time, a broken file first. No call may fail,
+/// every client hears every tool-list change, and each new version answers new calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plugin_replaced_100_times_under_load_fails_no_call() {
+    let dir = scratch_dir("swap-load");
+    let versions = [
+        std::fs::read(plugins().join("testing/swap-a.wasm")).unwrap(),
+        std::fs::read(plugins().join("testing/swap-b.wasm")).unwrap(),
+    ];
+    swap_to(&dir, &versions[0], 0);
+    let token_file = dir.join("admin-token");
+    let server = Server::http(&[
+        "--plugins",
+        dir.to_str().unwrap(),
+        "--admin",
+        "127.0.0.1:0",
+        "--admin-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    let admin = Admin::of(&server, &token_file);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let failures: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let mut listeners = Vec::new();
+    let mut callers = Vec::new();
+    for i in 0..4 {
+        let mut client = Client::new(&server.url);
+        let legacy = i % 2 == 0;
+        if legacy {
+            client.initialize("2025-11-25", json!({})).await;
+            listeners.push(count_list_changes(client.listen_legacy().await, stop.clone()));
+        } else {
+            let stream = client.stream_modern(json!({"notifications": {"toolsListChanged": true}})).await;
+            listeners.push(count_list_changes(stream, stop.clone()));
+        }
+        let (stop, calls, failures) = (stop.clone(), calls.clone(), failures.clone());
+        callers.push(tokio::spawn(async move {
+            let mut id = 1;
+            while !stop.load(Ordering::Relaxed) {
+                id += 1;
+                let result = if legacy {
+                    client.request(id, "tools/call", json!({"name": "whoami", "arguments": {}})).await["result"].clone()
+                } else {
+                    let reply =
+                        client.modern(id, "tools/call", json!({"name": "whoami", "arguments": {}}), json!({})).await;
+                    reply.response(id)["result"].clone()
+                };
+                calls.fetch_add(1, Ordering::Relaxed);
+                let text = first_text(&result);
+                if result["isError"] != false || !(text == "a" || text == "b") {
+                    failures.lock().unwrap().push(result);
+                }
+            }
+        }));
+    }
+
+    let probe = Client::new(&server.url);
+    let whoami = async |id: i64| {
+        let reply = probe.modern(id, "tools/call", json!({"name": "whoami", "arguments": {}}), json!({})).await;
+        first_text(&reply.response(id)["result"])
+    };
+    let mut latencies = Vec::new();
+    let mut version_changes = 0;
+    for n in 1..=100 {
+        if n % 10 == 0 {
+            std::fs::write(dir.join("swapped.wasm"), b"\0asm\x0d\0\x01\0 a broken build").unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while admin.plugin("swapped").await["last_error"].is_null() {
+                assert!(Instant::now() < deadline, "the broken file never showed in the status");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let status = admin.plugin("swapped").await;
+            assert!(!status["serving"].is_null(), "a broken file replaced a working version: {status}");
+        }
+        let want = if n % 2 == 1 { "b" } else { "a" };
+        let start = Instant::now();
+        swap_to(&dir, &versions[n % 2], n);
+        let mut probes = 0;
+        while whoami(1000 + n as i64).await != want {
+            probes += 1;
+            assert!(start.elapsed() < Duration::from_secs(10), "swap {n}: version {want} never answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if probes > 0 {
+            version_changes += 1;
+        }
+        latencies.push(start.elapsed());
+        assert!(admin.plugin("swapped").await["last_error"].is_null(), "swap {n} left an error in the status");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let failures = failures.lock().unwrap().clone();
+    let total = calls.load(Ordering::Relaxed);
+    assert!(failures.is_empty(), "{} of {total} calls failed, e.g. {}", failures.len(), failures[0]);
+    assert!(total > 400, "the callers made only {total} calls");
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let heard = listener.await.unwrap();
+        assert!(heard >= 100, "client {i} heard {heard} tool-list changes for 100 swaps");
+    }
+    latencies.sort();
+    eprintln!(
+        "{total} calls, 0 failed; {version_changes} swaps observed; file rename to new version answering: median {:?}, max {:?}",
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The admin endpoint: status, reload, load and unload, behind a token, never in MCP.
+#[tokio::test]
+async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
+    let dir = scratch_dir("admin");
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("calc.wasm")).unwrap();
+    let token_file = dir.join("token");
+    let server = Server::http(&[
+        "--plugins",
+        dir.to_str().unwrap(),
+        "--no-watch",
+        "--admin",
+        "127.0.0.1:0",
+        "--admin-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    let admin = Admin::of(&server, &token_file);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let (status, _) = admin.send(reqwest::Method::GET, "/plugins", None, None).await;
+    assert_eq!(status, 401);
+    let (status, _) = admin.send(reqwest::Method::GET, "/plugins", None, Some("wrong-token-wrong-token")).await;
+    assert_eq!(status, 401);
+    let calc = admin.plugin("calc").await;
+    assert_eq!(calc["serving"]["sha256"].as_str().unwrap().len(), 64, "{calc}");
+    assert_eq!(calc["serving"]["tools"], 4, "{calc}");
+
+    // Load: a new plugin from anywhere on disk; a broken one is refused with the reason.
+    let textkit = plugins().join("textkit.wasm");
+    let (status, body) = admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": textkit}))).await;
+    assert_eq!(status, 200, "{body}");
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let hash = client.request(1, "tools/call", json!({"name": "hash", "arguments": {"text": "x"}})).await;
+    assert_eq!(hash["result"]["isError"], false, "{hash}");
+    std::fs::write(dir.join("broken.wasm"), b"not wasm").unwrap();
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": dir.join("broken.wasm")}))).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("not a valid WebAssembly component"), "{body}");
+    let (status, _) = admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": "/etc/passwd"}))).await;
+    assert_eq!(status, 400);
+
+    // Unload: its tools go; unknown names are 404.
+    let (status, body) = admin.call(reqwest::Method::DELETE, "/plugins/calc", None).await;
+    assert_eq!(status, 200, "{body}");
+    let gone = client.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let (status, _) = admin.call(reqwest::Method::DELETE, "/plugins/nonesuch", None).await;
+    assert_eq!(status, 404);
+    // Reload keeps the unload (calc stays out) and reports the status.
+    let (status, body) = admin.call(reqwest::Method::POST, "/reload", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["plugins"].as_array().unwrap().iter().all(|p| p["name"] != "calc"), "{body}");
+    // Never reachable as MCP.
+    let tools = client.request(3, "tools/list", json!({})).await;
+    assert!(!tools.to_string().contains("reload"), "{tools}");
+    let _ = std::fs::remove_dir_all(dir);
+}
