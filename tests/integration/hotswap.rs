@@ -254,3 +254,51 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     assert!(!tools.to_string().contains("reload"), "{tools}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The policy file is watched too: a change re-sandboxes plugins without recompiling them,
+/// and a file that does not parse keeps the policy in force, with the error in the status.
+#[tokio::test]
+async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
+    let dir = scratch_dir("policy-watch");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::create_dir_all(&second).unwrap();
+    let policy = dir.join("capsule.toml");
+    let grant = |path: &std::path::Path| format!("[plugins.files]\ndirs = [{{ path = {:?} }}]\n", path.display());
+    std::fs::write(&policy, grant(&first)).unwrap();
+    let token_file = dir.join("token");
+    let server = Server::http(&[
+        "--config",
+        policy.to_str().unwrap(),
+        "--admin",
+        "127.0.0.1:0",
+        "--admin-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    let admin = Admin::of(&server, &token_file);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let roots = async |id| {
+        first_text(&client.request(id, "tools/call", json!({"name": "list_roots", "arguments": {}})).await["result"])
+    };
+    assert!(roots(1).await.contains("first"), "{}", roots(1).await);
+    std::fs::write(&policy, grant(&second)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !roots(2).await.contains("second") {
+        assert!(Instant::now() < deadline, "the new policy never applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&policy, "[plugins.files]\ndirectories = []\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, status) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+        if let Some(error) = status["policy_error"].as_str() {
+            assert!(error.contains("unknown field"), "{error}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the broken policy never showed in the status");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(roots(3).await.contains("second"), "a broken policy replaced the one in force");
+    let _ = std::fs::remove_dir_all(dir);
+}
