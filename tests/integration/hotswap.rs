@@ -16,6 +16,16 @@ struct Admin {
 }
 
 impl Admin {
+    /// Start a server with `args` and its admin endpoint (token file in `dir`).
+    fn serve(dir: &std::path::Path, args: &[&str]) -> (Server, Admin) {
+        let token_file = dir.join("admin-token");
+        let mut all = args.to_vec();
+        all.extend(["--admin", "127.0.0.1:0", "--admin-token-file", token_file.to_str().unwrap()]);
+        let server = Server::http(&all);
+        let admin = Admin::of(&server, &token_file);
+        (server, admin)
+    }
+
     fn of(server: &Server, token_file: &std::path::Path) -> Admin {
         let log = server.wait_for_log("admin endpoint on http://");
         let base = log
@@ -91,16 +101,7 @@ async fn a_plugin_replaced_100_times_under_load_fails_no_call() {
         std::fs::read(plugins().join("testing/swap-b.wasm")).unwrap(),
     ];
     swap_to(&dir, &versions[0], 0);
-    let token_file = dir.join("admin-token");
-    let server = Server::http(&[
-        "--plugins",
-        dir.to_str().unwrap(),
-        "--admin",
-        "127.0.0.1:0",
-        "--admin-token-file",
-        token_file.to_str().unwrap(),
-    ]);
-    let admin = Admin::of(&server, &token_file);
+    let (server, admin) = Admin::serve(&dir, &["--plugins", dir.to_str().unwrap()]);
 
     let stop = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicUsize::new(0));
@@ -198,17 +199,8 @@ async fn a_plugin_replaced_100_times_under_load_fails_no_call() {
 async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     let dir = scratch_dir("admin");
     std::fs::copy(plugins().join("calc.wasm"), dir.join("calc.wasm")).unwrap();
-    let token_file = dir.join("token");
-    let server = Server::http(&[
-        "--plugins",
-        dir.to_str().unwrap(),
-        "--no-watch",
-        "--admin",
-        "127.0.0.1:0",
-        "--admin-token-file",
-        token_file.to_str().unwrap(),
-    ]);
-    let admin = Admin::of(&server, &token_file);
+    let (server, admin) = Admin::serve(&dir, &["--plugins", dir.to_str().unwrap(), "--no-watch"]);
+    let token_file = dir.join("admin-token");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -266,16 +258,7 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
     let policy = dir.join("capsule.toml");
     let grant = |path: &std::path::Path| format!("[plugins.files]\ndirs = [{{ path = {:?} }}]\n", path.display());
     std::fs::write(&policy, grant(&first)).unwrap();
-    let token_file = dir.join("token");
-    let server = Server::http(&[
-        "--config",
-        policy.to_str().unwrap(),
-        "--admin",
-        "127.0.0.1:0",
-        "--admin-token-file",
-        token_file.to_str().unwrap(),
-    ]);
-    let admin = Admin::of(&server, &token_file);
+    let (server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
     let mut client = Client::new(&server.url);
     client.initialize("2025-11-25", json!({})).await;
     let roots = async |id| {

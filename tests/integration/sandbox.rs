@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{Server, root, run_script, scratch_dir};
+use serde_json::json;
+
+use crate::support::{Client, Server, first_text, root, run_script, scratch_dir};
 
 /// A base directory holding the client's root and a sibling the client did not offer, both
 /// inside the operator's grant, with symlinks planted in the root that lead out of it.
@@ -75,4 +77,38 @@ fn read_only_grants_refuse_writes() {
     let server = serve_with_policy(&fixture.policy);
     fixture.run_client(&server, "legacy", true);
     fixture.run_client(&server, "auto", true);
+}
+
+/// Per-plugin limits from the policy: an output-size cap and a concurrency limit, each
+/// answered with a tool error that names it, after which the plugin serves again.
+#[tokio::test]
+async fn per_plugin_output_and_concurrency_limits_hold() {
+    let dir = scratch_dir("limits");
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.hostile]\nlimits = { concurrency = 1, output_kib = 1, timeout_ms = 2000 }\n")
+        .unwrap();
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let server = Server::http(&["--config", policy.to_str().unwrap(), "--plugin", hostile.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let echo = async |id, text: &str| {
+        client.request(id, "tools/call", json!({"name": "echo", "arguments": {"text": text}})).await
+    };
+
+    let big = echo(1, &"x".repeat(2048)).await;
+    assert_eq!(big["result"]["isError"], true, "{big}");
+    assert!(first_text(&big["result"]).contains("exceeds its output limit of 1024 bytes"), "{big}");
+    assert_eq!(first_text(&echo(2, "small").await["result"]), "small");
+
+    let staller = client.clone();
+    let stall =
+        tokio::spawn(async move { staller.request(3, "tools/call", json!({"name": "stall", "arguments": {}})).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let refused = echo(4, "too many").await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(first_text(&refused["result"]).contains("limit of 1 concurrent calls"), "{refused}");
+    let stalled = stall.await.unwrap();
+    assert!(first_text(&stalled["result"]).contains("did not finish within 2s"), "{stalled}");
+    assert_eq!(first_text(&echo(5, "free again").await["result"]), "free again");
+    let _ = std::fs::remove_dir_all(dir);
 }
