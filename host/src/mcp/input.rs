@@ -69,26 +69,20 @@ pub fn input_required_result(
     codec: &StateCodec,
     bound_to: &str,
 ) -> Result<InputRequiredResult, ErrorData> {
-    let mut requests = InputRequests::new();
-    if ask_roots {
-        let request = convert::input_request_json(&wit::InputRequest::ListRoots);
-        requests.insert(
-            ROOTS_KEY.into(),
-            serde_json::from_value(request)
-                .map_err(|e| ErrorData::internal_error(format!("cannot express the roots request: {e}"), None))?,
-        );
+    if let Some(r) = ir.requests.iter().find(|r| r.key.starts_with("capsule.")) {
+        return Err(ErrorData::internal_error(
+            format!("the plugin used the input key {:?}; keys starting with \"capsule.\" are the host's", r.key),
+            None,
+        ));
     }
-    for r in &ir.requests {
-        if r.key.starts_with("capsule.") {
-            return Err(ErrorData::internal_error(
-                format!("the plugin used the input key {:?}; keys starting with \"capsule.\" are the host's", r.key),
-                None,
-            ));
-        }
-        let request: InputRequest = serde_json::from_value(convert::input_request_json(&r.request)).map_err(|e| {
+    let host_roots = ask_roots.then_some((ROOTS_KEY, &wit::InputRequest::ListRoots));
+    let plugin_requests = ir.requests.iter().map(|r| (r.key.as_str(), &r.request));
+    let mut requests = InputRequests::new();
+    for (key, request) in host_roots.into_iter().chain(plugin_requests) {
+        let request: InputRequest = serde_json::from_value(convert::input_request_json(request)).map_err(|e| {
             ErrorData::internal_error(format!("the plugin asked for input the protocol cannot express: {e}"), None)
         })?;
-        requests.insert(r.key.clone(), request);
+        requests.insert(key.to_owned(), request);
     }
     let state = ir.state.as_deref().map(|s| codec.seal(s, bound_to));
     if requests.is_empty() && state.is_none() {

@@ -296,7 +296,10 @@ impl CapsuleServer {
             let mut context = input::retry_context(client, retry.0, retry.1, &self.shared.codec, bound_to)
                 .map_err(Failure::Protocol)?;
             let roots = match roots::take_answer(&mut context.responses) {
-                Some(answer) => answer,
+                Some(answer) => roots::resolve(answer).await.unwrap_or_else(|reason| {
+                    tracing::warn!("{reason}; no roots are visible");
+                    ClientRoots::none()
+                }),
                 None if wants_roots => {
                     let ask = wit::InputRequired { requests: Vec::new(), state: context.state };
                     return input::input_required_result(&ask, true, &self.shared.codec, bound_to)

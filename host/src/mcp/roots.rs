@@ -19,20 +19,26 @@ use crate::runtime::types as wit;
 /// starting with `capsule.`.
 pub const ROOTS_KEY: &str = "capsule.roots";
 
-/// Take the host's roots answer out of a retry's responses, if it carries one.
-pub fn take_answer(responses: &mut Vec<wit::KeyedInputResponse>) -> Option<ClientRoots> {
+/// Take the host's roots answer out of a retry's responses, if it carries one. An unusable
+/// answer counts as no roots.
+pub fn take_answer(responses: &mut Vec<wit::KeyedInputResponse>) -> Option<Vec<wit::Root>> {
     let at = responses.iter().position(|r| r.key == ROOTS_KEY)?;
     Some(match responses.remove(at).response {
-        wit::InputResponse::Roots(roots) => resolve(&roots),
+        wit::InputResponse::Roots(roots) => roots,
         other => {
             tracing::warn!("the client's answer to the roots request is unusable ({other:?}); no roots are visible");
-            ClientRoots::Listed(std::sync::Arc::new([]))
+            Vec::new()
         }
     })
 }
 
-fn resolve(roots: &[wit::Root]) -> ClientRoots {
-    ClientRoots::from_uris(roots.iter().map(|r| (r.uri.as_str(), r.name.as_deref())))
+/// Canonicalize the client's roots on the blocking pool (paths may sit on slow filesystems).
+pub async fn resolve(roots: Vec<wit::Root>) -> Result<ClientRoots, String> {
+    tokio::task::spawn_blocking(move || {
+        ClientRoots::from_uris(roots.iter().map(|r| (r.uri.as_str(), r.name.as_deref())))
+    })
+    .await
+    .map_err(|e| format!("resolving the client's roots failed: {e}"))
 }
 
 impl SessionState {
@@ -45,27 +51,21 @@ impl SessionState {
         }
         let fetched = match tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, peer.list_roots()).await {
             Ok(Ok(result)) => {
-                let roots: Vec<wit::Root> =
-                    result.roots.into_iter().map(|r| wit::Root { uri: r.uri, name: r.name }).collect();
-                match tokio::task::spawn_blocking(move || resolve(&roots)).await {
-                    Ok(resolved) => resolved,
-                    Err(e) => {
-                        tracing::warn!("resolving the client's roots failed: {e}");
-                        return ClientRoots::Listed(std::sync::Arc::new([]));
-                    }
-                }
+                resolve(result.roots.into_iter().map(|r| wit::Root { uri: r.uri, name: r.name }).collect()).await
             }
-            Ok(Err(e)) => {
-                tracing::warn!("the client did not answer roots/list ({e}); no roots are visible");
-                return ClientRoots::Listed(std::sync::Arc::new([]));
-            }
-            Err(_) => {
-                tracing::warn!("the client did not answer roots/list in time; no roots are visible");
-                return ClientRoots::Listed(std::sync::Arc::new([]));
-            }
+            Ok(Err(e)) => Err(format!("the client did not answer roots/list ({e})")),
+            Err(_) => Err("the client did not answer roots/list in time".into()),
         };
-        *cached = Some(fetched.clone());
-        fetched
+        match fetched {
+            Ok(roots) => {
+                *cached = Some(roots.clone());
+                roots
+            }
+            Err(reason) => {
+                tracing::warn!("{reason}; no roots are visible");
+                ClientRoots::none()
+            }
+        }
     }
 
     /// Forget the cached roots (the client said they changed).

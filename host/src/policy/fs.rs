@@ -28,6 +28,11 @@ pub enum ClientRoots {
 }
 
 impl ClientRoots {
+    /// The client has roots, but none usable: nothing is visible.
+    pub fn none() -> ClientRoots {
+        ClientRoots::Listed(Arc::new([]))
+    }
+
     /// Resolve the `file://` URIs a client listed. Other schemes, paths that do not exist or
     /// are not directories, and non-local hosts are dropped with a log line.
     pub fn from_uris<'a>(roots: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> ClientRoots {

@@ -253,7 +253,7 @@ impl Plugin {
         let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
         // Completion is for typing hints: it sees no directories.
         let outcome = self
-            .run(&ClientRoots::Listed(Arc::new([])), events, async |store, instance| {
+            .run(&ClientRoots::none(), events, async |store, instance| {
                 ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
             })
             .await?;
