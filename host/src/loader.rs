@@ -174,7 +174,8 @@ impl Loader {
         policy: Policy,
         codec: crate::mcp::StateCodec,
     ) -> Arc<Loader> {
-        let (catalog, plugins) = build(&runtime, &sources, &policy, &BTreeSet::new(), &[]).await;
+        let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
+        let (catalog, plugins) = build(&runtime, found, &policy, &[]).await;
         let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
         Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) })
     }
@@ -243,7 +244,8 @@ impl Loader {
             }
         }
         let old = self.shared.catalog();
-        let (new, plugins) = build(&self.runtime, &state.sources, &state.policy, &state.unloaded, old.plugins()).await;
+        let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
+        let (new, plugins) = build(&self.runtime, found, &state.policy, old.plugins()).await;
         state.plugins = plugins;
         let changed = changed_lists(&old, &new);
         // Swap even when no list changed: a new version may behave differently behind the same
@@ -315,11 +317,11 @@ async fn load_one(
     runtime: &PluginRuntime,
     policy: &Policy,
     name: &str,
-    bytes: Arc<[u8]>,
+    (bytes, sha256): (Arc<[u8]>, String),
     earlier: Option<&Arc<Plugin>>,
 ) -> Result<(Arc<Plugin>, Vec<String>), String> {
     let grants = policy.grants(name);
-    let plugin = match earlier.filter(|p| p.digest() == digest(&bytes)) {
+    let plugin = match earlier.filter(|p| p.digest() == sha256) {
         Some(same) if *same.grants() == grants => Arc::clone(same),
         Some(same) => {
             runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
@@ -337,43 +339,63 @@ async fn load_one(
     Ok((plugin, beyond))
 }
 
-/// A plugin's name, where it comes from, and its bytes (or why they could not be read).
+/// A plugin's name, where it comes from, and its bytes with their SHA-256 (or why they could
+/// not be read).
 struct Candidate {
     name: String,
     source: String,
-    bytes: Result<Arc<[u8]>, String>,
+    bytes: Result<(Arc<[u8]>, String), String>,
 }
 
+/// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
 fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> {
+    let hashed = |bytes: Arc<[u8]>| {
+        let sha256 = digest(&bytes);
+        (bytes, sha256)
+    };
     let mut all: Vec<Candidate> = Vec::new();
     if sources.bundled {
-        all.extend(crate::bundled::BUNDLED.iter().map(|&(name, bytes)| Candidate {
-            name: name.to_owned(),
-            source: "bundled".into(),
-            bytes: Ok(Arc::from(bytes)),
-        }));
+        all.extend(crate::bundled::BUNDLED.iter().filter(|(name, _)| !unloaded.contains(*name)).map(
+            |&(name, bytes)| Candidate {
+                name: name.to_owned(),
+                source: "bundled".into(),
+                bytes: Ok(hashed(Arc::from(bytes))),
+            },
+        ));
     }
     for path in sources.files() {
-        let bytes = std::fs::read(&path).map(Arc::from).map_err(|e| format!("cannot read {}: {e}", path.display()));
-        all.push(Candidate { name: plugin_name(&path), source: path.display().to_string(), bytes });
+        let name = plugin_name(&path);
+        if unloaded.contains(&name) {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map(|b| hashed(Arc::from(b)));
+        let bytes = bytes.map_err(|e| format!("cannot read {}: {e}", path.display()));
+        all.push(Candidate { name, source: path.display().to_string(), bytes });
     }
-    all.retain(|c| !unloaded.contains(&c.name));
     all
 }
 
-/// Build the catalog for `sources` under `policy`, reusing `previous` plugins whose bytes
-/// and grants are unchanged and keeping a previous version wherever its replacement fails.
+/// Read and hash the sources off the reactor; `None` (logged) if that task failed.
+async fn read_sources(sources: &Sources, unloaded: &BTreeSet<String>) -> Option<Vec<Candidate>> {
+    let (sources, unloaded) = (sources.clone(), unloaded.clone());
+    tokio::task::spawn_blocking(move || candidates(&sources, &unloaded))
+        .await
+        .inspect_err(|e| tracing::error!("reading the plugin sources failed: {e}"))
+        .ok()
+}
+
+/// Build the catalog from `found` under `policy`, reusing `previous` plugins whose bytes and
+/// grants are unchanged and keeping a previous version wherever its replacement fails.
 async fn build(
     runtime: &PluginRuntime,
-    sources: &Sources,
+    found: Vec<Candidate>,
     policy: &Policy,
-    unloaded: &BTreeSet<String>,
     previous: &[Arc<Plugin>],
 ) -> (Catalog, Vec<PluginStatus>) {
     let mut loaded: Vec<Arc<Plugin>> = Vec::new();
     let mut statuses = Vec::new();
     let mut catalog = Catalog::default();
-    for Candidate { name, source, bytes } in candidates(sources, unloaded) {
+    for Candidate { name, source, bytes } in found {
         let earlier = previous.iter().find(|p| p.name() == name);
         let fresh = match bytes {
             Ok(bytes) => load_one(runtime, policy, &name, bytes, earlier).await,

@@ -128,11 +128,6 @@ impl Policy {
         self.needs
     }
 
-    /// The plugins the file names.
-    pub fn named_plugins(&self) -> impl Iterator<Item = &str> {
-        self.plugins.keys().map(String::as_str)
-    }
-
     /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
     pub fn max_memory(&self) -> usize {
         self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max)
