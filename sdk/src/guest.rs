@@ -211,7 +211,7 @@ impl<P: Register> tools::Guest for Exports<P> {
                     description: t.description.clone(),
                     input_schema: t.input_schema.to_value().to_string(),
                     output_schema: (t.output_schema)().as_ref().map(Value::to_string),
-                    annotations: has_hints.then(|| tools::ToolAnnotations {
+                    annotations: has_hints.then_some(tools::ToolAnnotations {
                         title: None,
                         read_only_hint: t.read_only,
                         destructive_hint: t.destructive,
