@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Plugins compiled into the binary and served when no plugin flag is given.
-const BUNDLED: &[&str] = &["calc", "files", "textkit"];
+const BUNDLED: &[&str] = &["calc", "fetch", "files", "textkit"];
 
 fn main() -> Result<()> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);

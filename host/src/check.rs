@@ -107,6 +107,7 @@ fn import_note(import: &str) -> &'static str {
         | "wasi:sockets/udp-create-socket"
         | "wasi:sockets/network"
         | "wasi:sockets/instance-network" => "  (always denied)",
+        "wasi:http/outgoing-handler" => "  (HTTP to granted hosts only)",
         "capsule:plugin/host" => "  (logs, progress and mounts of the current request)",
         _ => "",
     }

@@ -112,6 +112,8 @@ pub struct Status {
     pub policy: Option<PathBuf>,
     /// Why the policy file on disk is not the one in force, if it is not.
     pub policy_error: Option<String>,
+    /// Plugin instances alive: one per call in progress, zero at rest.
+    pub live_instances: usize,
     pub plugins: Vec<PluginStatus>,
 }
 
@@ -188,14 +190,23 @@ impl Loader {
     /// The plugins and the policy, as the operator sees them.
     pub async fn status(&self) -> Status {
         let state = self.state.lock().await;
-        status_of(&state)
+        self.status_of(&state)
+    }
+
+    fn status_of(&self, state: &State) -> Status {
+        Status {
+            policy: state.policy.source().map(Path::to_path_buf),
+            policy_error: state.policy_error.clone(),
+            live_instances: self.runtime.live_instances(),
+            plugins: state.plugins.clone(),
+        }
     }
 
     /// Read the policy and every source again and swap the result in.
     pub async fn reload(&self) -> Status {
         let mut state = self.state.lock().await;
         self.reload_locked(&mut state).await;
-        status_of(&state)
+        self.status_of(&state)
     }
 
     /// Serve the plugin in `path` from now on (replacing one of the same name).
@@ -216,7 +227,7 @@ impl Loader {
             Some(PluginStatus { last_error: Some(reason), .. }) => {
                 Err(ControlError::Failed { name, reason: reason.clone() })
             }
-            _ => Ok(status_of(&state)),
+            _ => Ok(self.status_of(&state)),
         }
     }
 
@@ -229,7 +240,7 @@ impl Loader {
         state.sources.files.retain(|f| plugin_name(f) != name);
         state.unloaded.insert(name.to_owned());
         self.reload_locked(&mut state).await;
-        Ok(status_of(&state))
+        Ok(self.status_of(&state))
     }
 
     async fn reload_locked(&self, state: &mut State) {
@@ -300,14 +311,6 @@ impl Loader {
             }
         });
         Ok(())
-    }
-}
-
-fn status_of(state: &State) -> Status {
-    Status {
-        policy: state.policy.source().map(Path::to_path_buf),
-        policy_error: state.policy_error.clone(),
-        plugins: state.plugins.clone(),
     }
 }
 

@@ -29,11 +29,13 @@
 //!
 //! Handlers may take a second parameter, [`Context`], to log, report progress, check for
 //! cancellation or ask the client for input (elicitation, sampling, roots) through
-//! [`Outcome::InputRequired`]. Generated bindings stay inside this crate.
+//! [`Outcome::InputRequired`]. Plugins granted network hosts send HTTP requests with [`http`].
+//! Generated bindings stay inside this crate.
 
 mod content;
 mod context;
 mod guest;
+pub mod http;
 mod registry;
 
 pub use capsule_uri_template::UriVariables;

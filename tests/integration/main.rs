@@ -4,6 +4,7 @@
 //! HTTP for the cases no client would send.
 
 mod bad_input;
+mod battery;
 mod clients;
 mod conformance;
 mod hotswap;

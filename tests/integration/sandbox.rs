@@ -112,3 +112,43 @@ async fn per_plugin_output_and_concurrency_limits_hold() {
     assert_eq!(first_text(&echo(5, "free again").await["result"]), "free again");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The bundled `fetch` plugin reaches the hosts its grant names, pages long text, and refuses
+/// every other destination without a connection being made.
+#[tokio::test]
+async fn fetch_reaches_only_granted_hosts() {
+    let allowed = crate::battery::Listener::start("0123456789abcdefghij").await;
+    let other = crate::battery::Listener::start("never").await;
+    let dir = scratch_dir("fetch");
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.fetch]\nnetwork = [\"127.0.0.1:{}\"]\n", allowed.port)).unwrap();
+    let server = serve_with_policy(&policy);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let fetch = async |id, arguments: serde_json::Value| {
+        client.request(id, "tools/call", json!({"name": "fetch", "arguments": arguments})).await["result"].clone()
+    };
+
+    let url = format!("http://127.0.0.1:{}/page", allowed.port);
+    let whole = fetch(1, json!({"url": url})).await;
+    assert_eq!(first_text(&whole), "0123456789abcdefghij", "{whole}");
+    let first = fetch(2, json!({"url": url, "max_length": 8})).await;
+    assert!(first_text(&first).starts_with("01234567\n\n(content truncated at character 8 of 20"), "{first}");
+    let rest = fetch(3, json!({"url": url, "start_index": 8})).await;
+    assert_eq!(first_text(&rest), "89abcdefghij");
+
+    for (id, url) in [
+        (4, format!("http://127.0.0.1:{}/", other.port)),
+        (5, format!("http://localhost:{}/", allowed.port)),
+        (6, "https://example.com/".to_owned()),
+    ] {
+        let denied = fetch(id, json!({"url": url})).await;
+        assert_eq!(denied["isError"], true, "{denied}");
+        assert!(first_text(&denied).contains("does not allow this tool to reach"), "{denied}");
+    }
+    let bad = fetch(7, json!({"url": "file:///etc/passwd"})).await;
+    assert!(bad["isError"] == true && first_text(&bad).contains("not http or https"), "{bad}");
+    assert_eq!(other.connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -373,3 +373,63 @@ impl StdioServer {
         assert!(self.child.wait().expect("wait").success(), "capsule should exit cleanly when stdin closes");
     }
 }
+
+/// The admin endpoint of a server started with `--admin 127.0.0.1:0`.
+pub struct Admin {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Admin {
+    /// Start a server with `args` and its admin endpoint (token file in `dir`).
+    pub fn serve(dir: &std::path::Path, args: &[&str]) -> (Server, Admin) {
+        let token_file = dir.join("admin-token");
+        let mut all = args.to_vec();
+        all.extend(["--admin", "127.0.0.1:0", "--admin-token-file", token_file.to_str().unwrap()]);
+        let server = Server::http(&all);
+        let admin = Admin::of(&server, &token_file);
+        (server, admin)
+    }
+
+    pub fn of(server: &Server, token_file: &std::path::Path) -> Admin {
+        let log = server.wait_for_log("admin endpoint on http://");
+        let base = log
+            .split("admin endpoint on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("admin address in the log")
+            .to_owned();
+        let token = std::fs::read_to_string(token_file).expect("the server wrote the token").trim().to_owned();
+        Admin { http: reqwest::Client::new(), base, token }
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("admin request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.send(method, path, body, Some(&self.token.clone())).await
+    }
+
+    pub async fn plugin(&self, name: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, "/plugins", None).await;
+        assert_eq!(status, 200, "{body}");
+        body["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null)
+    }
+}

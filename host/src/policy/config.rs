@@ -162,7 +162,7 @@ impl PluginEntry {
             .network
             .iter()
             .map(|rule| rule.parse::<HostRule>().map_err(|e| format!("network: {e}")))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Arc<[_]>, _>>()?;
         for name in self.env.keys().chain(self.secrets.keys()) {
             check_env_name(name)?;
         }

@@ -20,6 +20,7 @@ mod needs;
 mod net;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{Policy, PolicyError};
@@ -35,7 +36,7 @@ pub struct Grants {
     /// Whether the directories are narrowed to the client's roots on each call.
     pub roots: bool,
     /// Hosts the plugin may send HTTP requests to.
-    pub network: Vec<HostRule>,
+    pub network: Arc<[HostRule]>,
     /// Environment values, as the plugin sees them.
     pub env: Vec<(String, String)>,
     /// Secrets, passed to the plugin as environment values; never printed or logged.

@@ -158,7 +158,7 @@ mod tests {
         let enough = Grants {
             dirs: vec![DirGrant { path: "/tmp".into(), guest: "/tmp".into(), write: true }],
             roots: true,
-            network: vec!["*.example.org".parse().unwrap()],
+            network: vec!["*.example.org".parse().unwrap()].into(),
             env: vec![("LANG".into(), "C".into())],
             secrets: vec![("TOKEN".into(), super::super::Secret("x".into()))],
             ..Grants::default()

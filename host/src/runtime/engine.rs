@@ -1,6 +1,7 @@
 //! The shared engine: configuration, the epoch ticker, the linker, and compilation.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -67,6 +68,8 @@ pub(crate) struct RuntimeInner {
     pub engine: Engine,
     pub linker: Linker<CallState>,
     pub config: RuntimeConfig,
+    /// Stores alive right now, one per running call.
+    pub live: Arc<AtomicUsize>,
 }
 
 /// Compiles components and hands out [`Plugin`]s that run calls in fresh sandboxes.
@@ -112,6 +115,7 @@ impl PluginRuntime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(engine_error)?;
 
         let weak = engine.weak();
@@ -126,7 +130,14 @@ impl PluginRuntime {
             })
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
-        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config }) })
+        let live = Arc::default();
+        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config, live }) })
+    }
+
+    /// How many plugin instances are alive: one per call in progress. Every call drops its
+    /// instance when it ends, however it ends, so at rest this is zero.
+    pub fn live_instances(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
     }
 
     /// Whether instance memory is reset by scanning dirty pages (Linux 6.7+), which keeps a

@@ -9,6 +9,7 @@ mod cache;
 mod engine;
 mod error;
 mod limits;
+mod net;
 mod output;
 mod plugin;
 mod sandbox;

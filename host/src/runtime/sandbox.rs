@@ -8,21 +8,26 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::CallEvents;
 use super::bindings::capsule::plugin::{host, types};
 use super::limits::Limiter;
+use super::net::NetworkGate;
 use crate::policy::{Grants, Mount};
 
 /// Everything a call's store holds.
 pub(crate) struct CallState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    network: NetworkGate,
     table: ResourceTable,
     pub limiter: Limiter,
     events: Arc<dyn CallEvents>,
     events_left: u32,
     plugin: Arc<str>,
     mounts: Vec<Mount>,
+    _live: LiveStore,
 }
 
 /// What a call's sandbox is built from.
@@ -34,14 +39,15 @@ pub(crate) struct Sandbox<'a> {
     pub event_limit: u32,
     pub stderr_limit: usize,
     pub table_elements: usize,
+    pub live: &'a Arc<AtomicUsize>,
 }
 
 impl CallState {
     /// Build a call's store data. Fails only if a granted directory cannot be opened.
     pub fn new(sandbox: Sandbox<'_>) -> Result<Self, String> {
-        // Deny by default: no arguments, stdin or sockets; the environment and directories
-        // are exactly what the grants name. A plugin always gets clocks and randomness, and
-        // its stderr goes to our log.
+        // Deny by default: no arguments, stdin or sockets; the environment, directories and
+        // HTTP destinations are exactly what the grants name. A plugin always gets clocks and
+        // randomness, and its stderr goes to our log.
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(StderrToLog::new(sandbox.plugin.clone(), sandbox.stderr_limit))
             .allow_tcp(false)
@@ -62,12 +68,15 @@ impl CallState {
         let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements };
         Ok(CallState {
             wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            network: NetworkGate::new(sandbox.plugin.clone(), sandbox.grants.network.clone()),
             table: ResourceTable::new(),
             limiter,
             events: sandbox.events,
             events_left: sandbox.event_limit,
             plugin: sandbox.plugin,
             mounts: sandbox.mounts,
+            _live: LiveStore::new(sandbox.live),
         })
     }
 
@@ -91,6 +100,12 @@ impl CallState {
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.network }
     }
 }
 
@@ -128,6 +143,22 @@ impl host::Host for CallState {
             .iter()
             .map(|m| host::Mount { path: m.guest.clone(), name: m.name.clone(), writable: m.write })
             .collect())
+    }
+}
+
+/// Counts itself in the runtime's live instances while its store exists.
+struct LiveStore(Arc<AtomicUsize>);
+
+impl LiveStore {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        LiveStore(count.clone())
+    }
+}
+
+impl Drop for LiveStore {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
