@@ -201,6 +201,24 @@ impl Prober {
             _ => false,
         }
     }
+
+    /// Call `tool` and return its result, or `None` if no JSON-RPC result came back (a
+    /// transport failure or a protocol error: the server did not contain the call).
+    pub async fn result(&mut self, tool: &str, arguments: Value) -> Option<Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+        let Ok((200, _, body)) = self.0.post(body.to_string(), &headers).await else { return None };
+        // A JSON body, or an SSE stream whose last `data:` line with an id is the answer.
+        let text = String::from_utf8_lossy(&body);
+        let messages = std::iter::once(text.as_ref()).chain(text.lines().filter_map(|l| l.strip_prefix("data:")));
+        messages
+            .filter_map(|m| serde_json::from_str::<Value>(m.trim()).ok())
+            .rev()
+            .find(|m| m.get("id").is_some())
+            .and_then(|mut m| m.get_mut("result").map(Value::take))
+    }
 }
 
 /// Open `count` idle legacy sessions (for memory per session); returns their connections.

@@ -4,6 +4,7 @@
 //! baselines measured in the same run on the same machine. A run in which any call failed is
 //! reported as failed. `--quick` finishes in under two minutes on two cores.
 
+mod battery;
 mod load;
 mod micro;
 mod report;
@@ -13,6 +14,7 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -329,6 +331,44 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     drop(swap_server);
     let _ = std::fs::remove_dir_all(&swap_dir);
 
+    // A well-behaved caller while the hostile battery runs against the same server.
+    let battery_dir = std::env::temp_dir().join(format!("capsule-bench-battery-{}", std::process::id()));
+    std::fs::create_dir_all(&battery_dir)?;
+    let policy = battery_dir.join("capsule.toml");
+    std::fs::write(&policy, battery::POLICY)?;
+    let (calc_path, hostile_path) = (args.plugins.join("calc.wasm"), args.plugins.join("testing/hostile.wasm"));
+    let battery_server = Server::start(&[
+        "capsule",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        policy.to_str().unwrap_or_default(),
+        "--plugin",
+        calc_path.to_str().unwrap_or_default(),
+        "--plugin",
+        hostile_path.to_str().unwrap_or_default(),
+    ])
+    .await?;
+    let tally = std::sync::Arc::new(battery::Tally::default());
+    let mut quiet = Row { name: "add, c=1, quiet".into(), samples: Vec::new() };
+    let mut attacked = Row { name: format!("add, c=1, {} clients attacking", battery::ATTACKERS), samples: Vec::new() };
+    battery::bystander(battery_server.addr, warmup, false, &tally).await?;
+    for _ in 0..reps {
+        quiet.samples.push(battery::bystander(battery_server.addr, duration, false, &tally).await?);
+        attacked.samples.push(battery::bystander(battery_server.addr, duration, true, &tally).await?);
+    }
+    drop(battery_server);
+    let _ = std::fs::remove_dir_all(&battery_dir);
+    let (made, uncontained) = (tally.made.load(Ordering::Relaxed), tally.uncontained.load(Ordering::Relaxed));
+    println!("\n## A well-behaved caller during the hostile-plugin battery (same server)\n");
+    println!("{}", report::HEADER);
+    println!("{}\n{}", quiet.line(), attacked.line());
+    println!(
+        "\nattacks made: {made}, not contained: {uncontained} (spin, hog, recurse, crash, 4 MiB result, log flood, \
+         file escapes, denied HTTP and TCP; hostile limited to 500 ms CPU, 2 s, 1 MiB output)"
+    );
+
     // Ratios against the baselines of this run.
     println!("\n## Ratios of median throughput (same run)\n");
     let mut http_ratios = Vec::new();
@@ -348,7 +388,15 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         stdio_ratios.extend([legacy, stateless]);
         println!("stdio, {in_flight:<2} in flight: capsule/native legacy {legacy:.2}, stateless {stateless:.2}");
     }
-    let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum();
+    println!(
+        "battery: attacked/quiet p50 latency {:.2}, p99 latency {:.2}",
+        quiet_ratio(&attacked, &quiet, 50.0),
+        quiet_ratio(&attacked, &quiet, 99.0)
+    );
+    let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>()
+        + quiet.errors()
+        + attacked.errors()
+        + uncontained;
     println!("\n# finished in {:.0} s", started.elapsed().as_secs_f64());
     if errors > 0 {
         println!("bench: FAILED: {errors} calls failed; figures from a run with errors are not valid");
@@ -360,6 +408,11 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         geometric_mean(&stdio_ratios)
     );
     Ok(true)
+}
+
+/// Ratio of median percentile-`p` latencies, `a / b`.
+fn quiet_ratio(a: &Row, b: &Row, p: f64) -> f64 {
+    a.latency(p).1 / b.latency(p).1
 }
 
 /// The geometric mean: the right average for ratios.

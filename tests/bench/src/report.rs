@@ -25,7 +25,7 @@ impl Row {
         self.samples.iter().map(|s| s.errors).sum()
     }
 
-    fn latency(&self, p: f64) -> (f64, f64, f64) {
+    pub fn latency(&self, p: f64) -> (f64, f64, f64) {
         min_median_max(self.samples.iter().map(|s| s.percentile(p)).collect())
     }
 
