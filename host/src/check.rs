@@ -101,12 +101,10 @@ fn import_note(import: &str) -> &'static str {
         "wasi:cli/stdout" => "  (discarded)",
         "wasi:cli/stderr" => "  (to the server log, size-capped)",
         "wasi:sockets/tcp"
-        | "wasi:sockets/udp"
-        | "wasi:sockets/ip-name-lookup"
         | "wasi:sockets/tcp-create-socket"
-        | "wasi:sockets/udp-create-socket"
         | "wasi:sockets/network"
-        | "wasi:sockets/instance-network" => "  (always denied)",
+        | "wasi:sockets/instance-network" => "  (TCP connections to granted addresses only)",
+        "wasi:sockets/udp" | "wasi:sockets/udp-create-socket" | "wasi:sockets/ip-name-lookup" => "  (always denied)",
         "wasi:http/outgoing-handler" => "  (HTTP to granted hosts only)",
         "capsule:plugin/host" => "  (logs, progress and mounts of the current request)",
         _ => "",
@@ -124,6 +122,8 @@ fn report_grants(grants: &Grants, out: &mut String) {
     }
     let hosts: Vec<String> = grants.network.iter().map(ToString::to_string).collect();
     let _ = writeln!(out, "  network (HTTP): {}", if hosts.is_empty() { "none".into() } else { hosts.join(", ") });
+    let tcp: Vec<String> = grants.tcp.iter().map(ToString::to_string).collect();
+    let _ = writeln!(out, "  tcp: {}", if tcp.is_empty() { "none".into() } else { tcp.join(", ") });
     let env: Vec<&str> = grants.env.iter().map(|(n, _)| n.as_str()).collect();
     let _ = writeln!(out, "  env: {}", if env.is_empty() { "none".into() } else { env.join(", ") });
     let secrets: Vec<&str> = grants.secrets.iter().map(|(n, _)| n.as_str()).collect();

@@ -78,7 +78,7 @@ macro_rules! plugin {
 
 /// Declare what the plugin needs from the operator, as TOML (see the README's policy
 /// section): `dirs = "read" | "write"`, `roots = true`, `network = ["host[:port]"]`,
-/// `env = ["NAME"]`, `secrets = ["NAME"]`. It grants nothing; the host compares it with the
+/// `tcp = ["ip:port"]`, `env = ["NAME"]`, `secrets = ["NAME"]`. It grants nothing; the host compares it with the
 /// operator's grants when it loads the plugin, and `capsule check` prints it. Use it once.
 ///
 /// ```ignore

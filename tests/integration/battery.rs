@@ -74,12 +74,13 @@ impl Layout {
         Layout { base, granted, scratch, outside }
     }
 
-    fn policy(&self, allowed_port: u16) -> PathBuf {
+    fn policy(&self, allowed_port: u16, tcp_port: u16) -> PathBuf {
         let policy = self.base.join("capsule.toml");
         let text = format!(
             "[plugins.hostile]\n\
              dirs = [{{ path = {:?}, guest = \"/data\" }}, {{ path = {:?}, guest = \"/scratch\", write = true }}]\n\
              network = [\"127.0.0.1:{allowed_port}\"]\n\
+             tcp = [\"127.0.0.1:{tcp_port}\"]\n\
              env = {{ VISIBLE = \"yes\" }}\n\
              limits = {{ output_kib = 1024, cpu_ms = 1000, timeout_ms = 4000 }}\n",
             self.granted.display(),
@@ -119,7 +120,7 @@ const DENIED: &str = "Operation not permitted";
 /// How WASI reports a path outside every granted directory: there is nothing there.
 const ABSENT: &str = "No such file or directory";
 
-fn cases(layout: &Layout, allowed: u16, forbidden: u16) -> Vec<Case> {
+fn cases(layout: &Layout, allowed: u16, forbidden: u16, tcp: u16) -> Vec<Case> {
     use Expect::{Allowed, Refused};
     let outside_secret = layout.outside.join("secret.txt").display().to_string();
     let host_path = |p: &Path| p.display().to_string();
@@ -164,9 +165,12 @@ fn cases(layout: &Layout, allowed: u16, forbidden: u16) -> Vec<Case> {
             Refused("not in this plugin's network grants"),
         ),
         case("http_get", json!({"url": "https://example.com/"}), Refused("not in this plugin's network grants")),
-        // Raw sockets are never granted, not even to a host HTTP may reach.
+        // Raw TCP reaches only the granted address: not another port, not a host HTTP may
+        // reach, and not a name (plugins get no DNS).
+        case("connect", json!({"address": format!("127.0.0.1:{tcp}")}), Allowed("tcp-body")),
         case("connect", json!({"address": format!("127.0.0.1:{forbidden}")}), Refused("Permission denied")),
         case("connect", json!({"address": format!("127.0.0.1:{allowed}")}), Refused("Permission denied")),
+        case("connect", json!({"address": format!("localhost:{tcp}")}), Refused("connect localhost")),
     ]
 }
 
@@ -191,7 +195,8 @@ async fn hostile_battery_is_contained_while_others_are_served() {
     let layout = Layout::new();
     let allowed = Listener::start("allowed-body").await;
     let forbidden = Listener::start("forbidden-body").await;
-    let policy = layout.policy(allowed.port);
+    let tcp = Listener::start("tcp-body").await;
+    let policy = layout.policy(allowed.port, tcp.port);
     let (hostile, calc) = (plugins().join("testing/hostile.wasm"), plugins().join("calc.wasm"));
     let (server, admin) = Admin::serve(
         &layout.base,
@@ -209,7 +214,7 @@ async fn hostile_battery_is_contained_while_others_are_served() {
     let mut bystander = Client::new(&server.url);
     bystander.initialize("2025-11-25", json!({})).await;
 
-    let cases = cases(&layout, allowed.port, forbidden.port);
+    let cases = cases(&layout, allowed.port, forbidden.port, tcp.port);
     let done = AtomicBool::new(false);
     let battery = async {
         let calls = cases.iter().enumerate().map(|(i, c)| {
@@ -253,6 +258,7 @@ async fn hostile_battery_is_contained_while_others_are_served() {
     assert_eq!(std::fs::read_to_string(layout.scratch.join("note.txt")).unwrap(), "ok");
     assert_eq!(forbidden.connections.load(Ordering::SeqCst), 0, "a denied request reached the network");
     assert_eq!(allowed.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(tcp.connections.load(Ordering::SeqCst), 1);
     // The environment holds only the granted value, none of the server's own (PATH, HOME).
     let env = cases.iter().zip(&results).find(|(c, _)| c.tool == "environment").unwrap().1;
     assert_eq!(first_text(&env["result"]), "VISIBLE=yes\n");

@@ -2,6 +2,7 @@
 //! plugin runs. Unknown keys are errors, so a typo never silently grants or limits nothing.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,6 +47,8 @@ struct PluginEntry {
     roots: bool,
     #[serde(default)]
     network: Vec<String>,
+    #[serde(default)]
+    tcp: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -163,6 +166,7 @@ impl PluginEntry {
             .iter()
             .map(|rule| rule.parse::<HostRule>().map_err(|e| format!("network: {e}")))
             .collect::<Result<Arc<[_]>, _>>()?;
+        let tcp = self.tcp.iter().map(|rule| parse_tcp(rule)).collect::<Result<Arc<[_]>, _>>()?;
         for name in self.env.keys().chain(self.secrets.keys()) {
             check_env_name(name)?;
         }
@@ -185,7 +189,7 @@ impl PluginEntry {
         }
         let limits = defaults.with(&self.limits);
         limits.check().map_err(|e| format!("limits: {e}"))?;
-        Ok(Grants { dirs, roots: self.roots, network, env: self.env.into_iter().collect(), secrets, limits })
+        Ok(Grants { dirs, roots: self.roots, network, tcp, env: self.env.into_iter().collect(), secrets, limits })
     }
 }
 
@@ -194,6 +198,15 @@ fn check_env_name(name: &str) -> Result<(), String> {
         return Err(format!("{name:?} is not a valid environment variable name"));
     }
     Ok(())
+}
+
+/// A raw TCP grant: an IP address and port (`10.0.0.5:5432`, `[::1]:6379`). Names are not
+/// accepted: plugins get no DNS, so a grant is exactly the address connected to.
+fn parse_tcp(rule: &str) -> Result<SocketAddr, String> {
+    rule.parse::<SocketAddr>()
+        .ok()
+        .filter(|addr| addr.port() != 0 && !addr.ip().is_unspecified())
+        .ok_or_else(|| format!("tcp: {rule:?} is not an IP address and port (write 10.0.0.5:5432 or [::1]:6379)"))
 }
 
 #[cfg(test)]
@@ -269,5 +282,16 @@ mod tests {
         let unset = "[plugins.a]\nsecrets = { T = { env = \"CAPSULE_TEST_SURELY_UNSET\" } }";
         assert!(parse(unset).unwrap_err().to_string().contains("is not set"));
         assert!(parse("[plugins.a]\nenv = { \"A=B\" = \"x\" }").is_err());
+    }
+
+    #[test]
+    fn tcp_grants_are_addresses_and_ports() {
+        let grants = parse("[plugins.a]\ntcp = [\"10.0.0.5:5432\", \"[::1]:6379\"]").unwrap().grants("a");
+        let expected: Vec<SocketAddr> = vec!["10.0.0.5:5432".parse().unwrap(), "[::1]:6379".parse().unwrap()];
+        assert_eq!(&grants.tcp[..], &expected[..]);
+        for bad in ["db.internal:5432", "10.0.0.5", "10.0.0.5:0", "0.0.0.0:80"] {
+            let error = parse(&format!("[plugins.a]\ntcp = [{bad:?}]")).unwrap_err().to_string();
+            assert!(error.contains("is not an IP address and port"), "{bad}: {error}");
+        }
     }
 }

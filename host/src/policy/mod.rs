@@ -19,6 +19,7 @@ mod fs;
 mod needs;
 mod net;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub struct Grants {
     pub roots: bool,
     /// Hosts the plugin may send HTTP requests to.
     pub network: Arc<[HostRule]>,
+    /// Addresses the plugin may open raw TCP connections to (`wasi:sockets`).
+    pub tcp: Arc<[SocketAddr]>,
     /// Environment values, as the plugin sees them.
     pub env: Vec<(String, String)>,
     /// Secrets, passed to the plugin as environment values; never printed or logged.

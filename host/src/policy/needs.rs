@@ -44,6 +44,9 @@ pub struct Needs {
     /// Hosts it sends HTTP requests to.
     #[serde(default)]
     pub network: Vec<String>,
+    /// Addresses it opens raw TCP connections to.
+    #[serde(default)]
+    pub tcp: Vec<std::net::SocketAddr>,
     /// Environment values it reads.
     #[serde(default)]
     pub env: Vec<String>,
@@ -74,6 +77,7 @@ impl std::fmt::Display for Needs {
             lines.push("the client's roots".into());
         }
         lines.extend(self.network.iter().map(|h| format!("HTTP to {h}")));
+        lines.extend(self.tcp.iter().map(|a| format!("TCP to {a}")));
         lines.extend(self.env.iter().map(|n| format!("env {n}")));
         lines.extend(self.secrets.iter().map(|n| format!("secret {n}")));
         if lines.is_empty() {
@@ -126,6 +130,11 @@ impl Needs {
             let Ok(need) = host.parse::<HostRule>() else { continue };
             if !grants.network.iter().any(|rule| need.within(rule)) {
                 missing.push(format!("sends HTTP requests to {need}; not granted in network"));
+            }
+        }
+        for addr in &self.tcp {
+            if !grants.tcp.contains(addr) {
+                missing.push(format!("opens TCP connections to {addr}; not granted in tcp"));
             }
         }
         for name in &self.env {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -45,15 +46,25 @@ pub(crate) struct Sandbox<'a> {
 impl CallState {
     /// Build a call's store data. Fails only if a granted directory cannot be opened.
     pub fn new(sandbox: Sandbox<'_>) -> Result<Self, String> {
-        // Deny by default: no arguments, stdin or sockets; the environment, directories and
-        // HTTP destinations are exactly what the grants name. A plugin always gets clocks and
+        // Deny by default: no arguments, stdin, DNS, UDP or listening sockets; the
+        // environment, directories, HTTP destinations and TCP peers are exactly what the
+        // grants name. A plugin always gets clocks and
         // randomness, and its stderr goes to our log.
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(StderrToLog::new(sandbox.plugin.clone(), sandbox.stderr_limit))
-            .allow_tcp(false)
+            .allow_tcp(!sandbox.grants.tcp.is_empty())
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }));
+            .allow_ip_name_lookup(false);
+        let tcp = sandbox.grants.tcp.clone();
+        wasi.socket_addr_check(move |addr, usage| {
+            let allowed = match usage {
+                // Connecting binds the socket to the wildcard address first.
+                SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                SocketAddrUse::TcpConnect => tcp.contains(&addr),
+                _ => false,
+            };
+            Box::pin(async move { allowed })
+        });
         for (name, value) in &sandbox.grants.env {
             wasi.env(name, value);
         }
