@@ -21,6 +21,8 @@ use wasip2::io::streams::StreamError;
 
 /// Response bodies larger than this are refused unless [`Request::max_body`] says otherwise.
 pub const DEFAULT_MAX_BODY: usize = 10 << 20;
+/// Redirects followed unless [`Request::redirects`] says otherwise.
+pub const DEFAULT_REDIRECTS: u8 = 5;
 
 /// One outgoing request. Build it with [`Request::get`] or [`Request::new`], then [`send`](Request::send).
 #[derive(Debug, Clone)]
@@ -33,11 +35,14 @@ pub struct Request {
     body: Vec<u8>,
     timeout: Option<Duration>,
     max_body: usize,
+    redirects: u8,
 }
 
 /// A response with its whole body read.
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// The URL that answered, after any redirects.
+    pub url: String,
     /// The HTTP status code.
     pub status: u16,
     /// Header names (lowercase) and values, in the order received.
@@ -117,6 +122,7 @@ impl Request {
             body: Vec::new(),
             timeout: None,
             max_body: DEFAULT_MAX_BODY,
+            redirects: DEFAULT_REDIRECTS,
         })
     }
 
@@ -150,8 +156,73 @@ impl Request {
         self
     }
 
-    /// Send the request and read the whole response.
+    /// Follow at most `count` redirects (default [`DEFAULT_REDIRECTS`]; 0 returns the 3xx
+    /// response itself). Each hop is a new request, checked by the host like the first.
+    pub fn redirects(mut self, count: u8) -> Self {
+        self.redirects = count;
+        self
+    }
+
+    /// Send the request, following redirects, and read the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
+        let mut request = self;
+        let mut left = request.redirects;
+        loop {
+            let response = request.exchange()?;
+            match (left, request.redirect(&response)?) {
+                (1.., Some(next)) => {
+                    request = next;
+                    left -= 1;
+                }
+                _ => return Ok(response),
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}://{}{}", self.scheme, self.authority, self.path)
+    }
+
+    /// The request a redirect response asks for, if it is one.
+    fn redirect(&self, response: &Response) -> Result<Option<Request>, HttpError> {
+        if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
+            return Ok(None);
+        }
+        let Some(location) = response.header("location") else { return Ok(None) };
+        let url = if location.contains("://") {
+            location
+        } else if let Some(rest) = location.strip_prefix("//") {
+            format!("{}://{rest}", self.scheme)
+        } else if location.starts_with('/') {
+            format!("{}://{}{location}", self.scheme, self.authority)
+        } else {
+            let path = self.path.split('?').next().unwrap_or_default();
+            let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+            format!("{}://{}{dir}{location}", self.scheme, self.authority)
+        };
+        // 303, and 301/302 after a POST, turn into a GET without a body, as browsers do.
+        let (method, body) = match (response.status, self.method.to_ascii_uppercase().as_str()) {
+            (303, "HEAD") => ("HEAD".to_owned(), Vec::new()),
+            (303, _) | (301 | 302, "POST") => ("GET".to_owned(), Vec::new()),
+            _ => (self.method.clone(), self.body.clone()),
+        };
+        let mut next = Request::new(&method, &url)?;
+        next.headers = self.headers.clone();
+        // Credentials go only where they were meant to: never to another host or scheme.
+        if (next.scheme.as_str(), next.authority.to_ascii_lowercase())
+            != (self.scheme.as_str(), self.authority.to_ascii_lowercase())
+        {
+            next.headers
+                .retain(|(name, _)| !matches!(name.as_str(), "authorization" | "cookie" | "proxy-authorization"));
+        }
+        next.body = body;
+        next.timeout = self.timeout;
+        next.max_body = self.max_body;
+        Ok(Some(next))
+    }
+
+    /// One request and its response.
+    fn exchange(&self) -> Result<Response, HttpError> {
         let headers = Fields::from_list(&self.headers).map_err(|e| HttpError::InvalidHeader(format!("{e:?}")))?;
         let request = OutgoingRequest::new(headers);
         let method = match self.method.to_ascii_uppercase().as_str() {
@@ -193,7 +264,7 @@ impl Request {
         let headers = response.headers().entries();
         let body = response.consume().map_err(|()| HttpError::Failed("the response body was taken".into()))?;
         let body = read_body(body, self.max_body)?;
-        Ok(Response { status, headers, body })
+        Ok(Response { url: self.url(), status, headers, body })
     }
 
     fn destination(&self) -> String {
@@ -289,5 +360,45 @@ mod tests {
         assert!(Request::get("example.com").is_err());
         assert!(Request::get("https://user@example.com/").is_err());
         assert!(Request::get("https:///path").is_err());
+    }
+
+    fn redirected(from: &str, status: u16, location: &str) -> Request {
+        let response = Response {
+            url: from.into(),
+            status,
+            headers: vec![("location".into(), location.as_bytes().to_vec())],
+            body: Vec::new(),
+        };
+        Request::new("POST", from).unwrap().body("x").redirect(&response).unwrap().unwrap()
+    }
+
+    #[test]
+    fn redirects_resolve_like_browsers() {
+        let from = "https://a.example/docs/page?x=1";
+        assert_eq!(redirected(from, 302, "https://b.example/y").url(), "https://b.example/y");
+        assert_eq!(redirected(from, 302, "//c.example/z").url(), "https://c.example/z");
+        assert_eq!(redirected(from, 301, "/root").url(), "https://a.example/root");
+        assert_eq!(redirected(from, 302, "other?q").url(), "https://a.example/docs/other?q");
+        let kept = redirected(from, 307, "/again");
+        assert_eq!((kept.method.as_str(), kept.body.as_slice()), ("POST", &b"x"[..]));
+        let get = redirected(from, 303, "/done");
+        assert_eq!((get.method.as_str(), get.body.len()), ("GET", 0));
+        let secret = Request::get(from).unwrap().header("Authorization", "Bearer t").header("accept", "*/*");
+        let response = Response {
+            url: from.into(),
+            status: 302,
+            headers: vec![("location".into(), b"/same".to_vec())],
+            body: Vec::new(),
+        };
+        assert_eq!(secret.redirect(&response).unwrap().unwrap().headers.len(), 2);
+        let response = Response {
+            url: from.into(),
+            status: 302,
+            headers: vec![("location".into(), b"https://evil.example/".to_vec())],
+            body: Vec::new(),
+        };
+        assert_eq!(secret.redirect(&response).unwrap().unwrap().headers, vec![("accept".to_owned(), b"*/*".to_vec())]);
+        let plain = Response { url: from.into(), status: 200, headers: Vec::new(), body: Vec::new() };
+        assert!(Request::get(from).unwrap().redirect(&plain).unwrap().is_none());
     }
 }

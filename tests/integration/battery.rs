@@ -13,22 +13,40 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{Admin, Client, first_text, plugins, scratch_dir};
 
-/// An HTTP server on 127.0.0.1 that answers every request with `body` (as text) and counts
-/// connections.
+/// An HTTP server on 127.0.0.1 that gives every request the same answer and counts connections.
 pub struct Listener {
     pub port: u16,
     pub connections: Arc<AtomicUsize>,
 }
 
 impl Listener {
-    pub async fn start(body: &'static str) -> Listener {
+    /// Answer `200 OK` with `body`.
+    pub async fn start(body: &str) -> Listener {
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        Listener::serve(reply).await
+    }
+
+    /// Answer `302 Found` to `location`.
+    pub async fn redirect(location: &str) -> Listener {
+        Listener::serve(format!(
+            "HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        ))
+        .await
+    }
+
+    async fn serve(reply: String) -> Listener {
         let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = socket.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
+        let reply: Arc<str> = reply.into();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = socket.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
+                let reply = reply.clone();
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut buf = [0u8; 1024];
@@ -38,10 +56,6 @@ impl Listener {
                             Ok(n) => head.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
                     let _ = stream.write_all(reply.as_bytes()).await;
                 });
             }

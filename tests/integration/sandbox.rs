@@ -113,15 +113,19 @@ async fn per_plugin_output_and_concurrency_limits_hold() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The bundled `fetch` plugin reaches the hosts its grant names, pages long text, and refuses
-/// every other destination without a connection being made.
+/// The bundled `fetch` plugin reaches the hosts its grant names, pages long text, follows
+/// redirects only as far as the grant reaches, and refuses every other destination without a
+/// connection being made.
 #[tokio::test]
 async fn fetch_reaches_only_granted_hosts() {
     let allowed = crate::battery::Listener::start("0123456789abcdefghij").await;
     let other = crate::battery::Listener::start("never").await;
+    let hop = crate::battery::Listener::redirect(&format!("http://127.0.0.1:{}/moved", allowed.port)).await;
+    let escape = crate::battery::Listener::redirect(&format!("http://127.0.0.1:{}/", other.port)).await;
     let dir = scratch_dir("fetch");
     let policy = dir.join("capsule.toml");
-    std::fs::write(&policy, format!("[plugins.fetch]\nnetwork = [\"127.0.0.1:{}\"]\n", allowed.port)).unwrap();
+    let granted = [allowed.port, hop.port, escape.port].map(|port| format!("\"127.0.0.1:{port}\"")).join(", ");
+    std::fs::write(&policy, format!("[plugins.fetch]\nnetwork = [{granted}]\n")).unwrap();
     let server = serve_with_policy(&policy);
     let mut client = Client::new(&server.url);
     client.initialize("2025-11-25", json!({})).await;
@@ -146,9 +150,17 @@ async fn fetch_reaches_only_granted_hosts() {
         assert_eq!(denied["isError"], true, "{denied}");
         assert!(first_text(&denied).contains("does not allow this tool to reach"), "{denied}");
     }
+    let moved = fetch(10, json!({"url": format!("http://127.0.0.1:{}/", hop.port)})).await;
+    let expected = format!("(redirected to http://127.0.0.1:{}/moved)\n\n0123456789abcdefghij", allowed.port);
+    assert_eq!(first_text(&moved), expected, "{moved}");
+    let escaped = fetch(11, json!({"url": format!("http://127.0.0.1:{}/", escape.port)})).await;
+    assert!(
+        escaped["isError"] == true && first_text(&escaped).contains("does not allow this tool to reach"),
+        "{escaped}"
+    );
     let bad = fetch(7, json!({"url": "file:///etc/passwd"})).await;
     assert!(bad["isError"] == true && first_text(&bad).contains("not http or https"), "{bad}");
     assert_eq!(other.connections.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 4);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,7 +1,8 @@
 //! Outbound HTTP for plugins (`wasi:http/outgoing-handler`), gated by the plugin's network
 //! grants. Every request is checked here, after the guest has built it and before a socket is
 //! opened, so no guest-side trick (a Host header, a redirect, an IP literal) reaches a host the
-//! operator did not name. Raw sockets stay closed in the WASI context (see `sandbox.rs`).
+//! operator did not name. Raw TCP is a separate grant, checked in the WASI context
+//! (`sandbox.rs`).
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ impl NetworkGate {
         NetworkGate { plugin, rules }
     }
 
-    /// The destination of `uri` if a rule allows it, as `Err(host:port)` otherwise.
+    /// `Ok` if a rule allows the destination of `uri`; otherwise `Err(host:port)`.
     fn admit(&self, uri: &http::Uri) -> Result<(), String> {
         let host = uri.host().unwrap_or_default();
         let port = uri.port_u16().unwrap_or(if uri.scheme() == Some(&Scheme::HTTP) { 80 } else { 443 });
@@ -48,7 +49,8 @@ impl WasiHttpHooks for NetworkGate {
             tracing::warn!(plugin = %self.plugin, %destination, "outbound request denied: not in the plugin's network grants");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
-        tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "outbound request");
+        // Only the destination: a path or query may carry a secret the plugin was granted.
+        tracing::debug!(plugin = %self.plugin, host = ?request.uri().host(), "outbound request");
         Box::new(async move {
             use http_body_util::BodyExt;
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;

@@ -41,7 +41,10 @@ fn fetch(args: FetchArgs) -> Result<String, String> {
         ));
     }
     let text = response.text();
-    let page = page(&text, args.start_index.unwrap_or(0), args.max_length.unwrap_or(DEFAULT_LENGTH));
+    let mut page = page(&text, args.start_index.unwrap_or(0), args.max_length.unwrap_or(DEFAULT_LENGTH));
+    if response.url != args.url {
+        page = format!("(redirected to {})\n\n{page}", response.url);
+    }
     if response.status >= 400 {
         return Err(format!("{} answered HTTP {}:\n{page}", args.url, response.status));
     }
