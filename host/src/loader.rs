@@ -52,12 +52,10 @@ impl Sources {
         all
     }
 
-    /// The directories to watch for changes.
+    /// The directories to watch for changes (unsorted, possibly repeated).
     fn watched(&self) -> Vec<PathBuf> {
         let mut watched: Vec<PathBuf> = self.dirs.clone();
         watched.extend(self.files.iter().filter_map(|f| f.parent().map(Path::to_path_buf)));
-        watched.sort();
-        watched.dedup();
         watched
     }
 }

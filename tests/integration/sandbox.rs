@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::support::{Client, Server, first_text, root, run_script, scratch_dir};
+use crate::support::{Client, Listener, Server, first_text, root, run_script, scratch_dir};
 
 /// A base directory holding the client's root and a sibling the client did not offer, both
 /// inside the operator's grant, with symlinks planted in the root that lead out of it.
@@ -118,10 +118,10 @@ async fn per_plugin_output_and_concurrency_limits_hold() {
 /// connection being made.
 #[tokio::test]
 async fn fetch_reaches_only_granted_hosts() {
-    let allowed = crate::battery::Listener::start("0123456789abcdefghij").await;
-    let other = crate::battery::Listener::start("never").await;
-    let hop = crate::battery::Listener::redirect(&format!("http://127.0.0.1:{}/moved", allowed.port)).await;
-    let escape = crate::battery::Listener::redirect(&format!("http://127.0.0.1:{}/", other.port)).await;
+    let allowed = Listener::start("0123456789abcdefghij").await;
+    let other = Listener::start("never").await;
+    let hop = Listener::redirect(&format!("http://127.0.0.1:{}/moved", allowed.port)).await;
+    let escape = Listener::redirect(&format!("http://127.0.0.1:{}/", other.port)).await;
     let dir = scratch_dir("fetch");
     let policy = dir.join("capsule.toml");
     let granted = [allowed.port, hop.port, escape.port].map(|port| format!("\"127.0.0.1:{port}\"")).join(", ");

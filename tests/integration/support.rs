@@ -1,13 +1,16 @@
-//! Shared test plumbing: paths, a real `capsule` process on a real socket or pipe, and a
-//! small MCP-over-HTTP client that reads JSON and SSE responses.
+//! Shared test plumbing: paths, a real `capsule` process on a real socket or pipe, a small
+//! MCP-over-HTTP client that reads JSON and SSE responses, and HTTP listeners for plugins to
+//! reach.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -431,5 +434,56 @@ impl Admin {
         let (status, body) = self.call(reqwest::Method::GET, "/plugins", None).await;
         assert_eq!(status, 200, "{body}");
         body["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null)
+    }
+}
+
+/// An HTTP server on 127.0.0.1 that gives every request the same answer and counts connections.
+pub struct Listener {
+    pub port: u16,
+    pub connections: Arc<AtomicUsize>,
+}
+
+impl Listener {
+    /// Answer `200 OK` with `body`.
+    pub async fn start(body: &str) -> Listener {
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        Listener::serve(reply).await
+    }
+
+    /// Answer `302 Found` to `location`.
+    pub async fn redirect(location: &str) -> Listener {
+        Listener::serve(format!(
+            "HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        ))
+        .await
+    }
+
+    async fn serve(reply: String) -> Listener {
+        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        let reply: Arc<str> = reply.into();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = socket.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let reply = reply.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        Listener { port, connections }
     }
 }

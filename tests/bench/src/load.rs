@@ -189,17 +189,7 @@ impl Prober {
 
     /// Whether `tool` answered `arguments` with a successful result.
     pub async fn succeeds(&mut self, tool: &str, arguments: Value) -> bool {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": tool, "arguments": arguments,
-            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
-        let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", tool)];
-        match self.0.post(body.to_string(), &headers).await {
-            Ok((200, _, body)) => {
-                let text = String::from_utf8_lossy(&body);
-                text.contains(r#""result""#) && text.contains(r#""isError":false"#)
-            }
-            _ => false,
-        }
+        self.result(tool, arguments).await.is_some_and(|result| result["isError"] == false)
     }
 
     /// Call `tool` and return its result, or `None` if no JSON-RPC result came back (a
