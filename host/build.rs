@@ -16,6 +16,9 @@ use anyhow::{Context, Result, bail};
 /// Plugins compiled into the binary and served when no plugin flag is given.
 const BUNDLED: &[&str] = &["calc", "fetch", "files", "textkit"];
 
+/// The target plugins are built for.
+const WASM_TARGET: &str = "wasm32-wasip2";
+
 fn main() -> Result<()> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
     let root = manifest_dir.parent().context("host/ has a parent")?.to_path_buf();
@@ -26,11 +29,12 @@ fn main() -> Result<()> {
         watch(&root.join(dir))?;
     }
 
+    ensure_wasm_target()?;
     let wasm_target = target.join("wasm");
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root.join("plugins"))
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args(["build", "--release", "--target", WASM_TARGET, "--target-dir"])
         .arg(&wasm_target);
     // Settings meant for the host build must not leak into the plugin build.
     for var in [
@@ -46,9 +50,7 @@ fn main() -> Result<()> {
     }
     let status = cmd.status().context("running cargo for the plugins")?;
     if !status.success() {
-        bail!(
-            "building the plugins for wasm32-wasip2 failed ({status}); is the target installed? `rustup target add wasm32-wasip2`"
-        );
+        bail!("building the plugins for {WASM_TARGET} failed ({status})");
     }
 
     // Test-only plugins (plugins/testing/*) go to a subdirectory, so serving
@@ -57,7 +59,7 @@ fn main() -> Result<()> {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().replace('-', "_"))
         .collect();
-    let built = wasm_target.join("wasm32-wasip2").join("release");
+    let built = wasm_target.join(WASM_TARGET).join("release");
     let out = target.join("plugins");
     fs::create_dir_all(out.join("testing"))?;
     for entry in fs::read_dir(&built)? {
@@ -81,6 +83,32 @@ fn main() -> Result<()> {
     bundled.push_str("];\n");
     fs::write(PathBuf::from(env::var("OUT_DIR")?).join("bundled.rs"), bundled)?;
     Ok(())
+}
+
+/// The plugins need the `wasm32-wasip2` standard library. rustup installs the targets listed in
+/// `rust-toolchain.toml` only when it installs the toolchain itself, so a machine that already
+/// had this toolchain lacks it: add it here, through rustup, rather than fail with "can't find
+/// crate for `std`".
+fn ensure_wasm_target() -> Result<()> {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot =
+        Command::new(&rustc).args(["--print", "sysroot"]).output().context("running rustc --print sysroot")?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    if sysroot.join("lib").join("rustlib").join(WASM_TARGET).is_dir() {
+        return Ok(());
+    }
+    println!("cargo:warning=adding the {WASM_TARGET} target to this toolchain (rustup target add {WASM_TARGET})");
+    // RUSTUP_TOOLCHAIN, set by the rustup proxy that started this build, picks the same toolchain.
+    match Command::new("rustup").args(["target", "add", WASM_TARGET]).status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => {
+            bail!("`rustup target add {WASM_TARGET}` failed ({status}); the plugins cannot be built without it")
+        }
+        Err(e) => bail!(
+            "the {WASM_TARGET} target is not installed in {} and rustup is not available ({e}); install the target for this toolchain",
+            sysroot.display()
+        ),
+    }
 }
 
 /// Re-run when any source file under `dir` changes (but not for build output inside it).

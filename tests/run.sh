@@ -6,7 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rustup target add wasm32-wasip2 >/dev/null
 
 # Host, catalog, runtime and the integration tests (building the host builds every plugin).
 cargo test --release --workspace
