@@ -26,8 +26,9 @@ struct Cli {
 enum Command {
     /// Serve MCP over Streamable HTTP (default 127.0.0.1:3000) or stdio.
     Serve(Box<ServeArgs>),
-    /// Print what a plugin exports, what it asks for and what the policy would let it do,
-    /// without running it. Exits with 1 if it would not load.
+    /// Print what a plugin exports, what it asks for, what the policy would let it do and
+    /// whether `serve` would load it (its list functions run in the same sandbox `serve`
+    /// gives it). Exit status: 0 it loads, 1 `serve` would refuse it, 2 the check could not run.
     Check(CheckArgs),
 }
 
@@ -39,6 +40,9 @@ struct CheckArgs {
     /// The policy file to judge it by (default: none, so nothing is granted).
     #[arg(long, value_name = "FILE", env = "CAPSULE_CONFIG")]
     config: Option<PathBuf>,
+    /// Print the report as JSON (for scripts).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -173,7 +177,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve(*args).await.map(|()| ExitCode::SUCCESS),
-            Command::Check(args) => check(args),
+            Command::Check(args) => Ok(check(args).await),
         }
     });
     match result {
@@ -185,16 +189,31 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     }
 }
 
-/// `capsule check`: the report is the command's output, so it goes to stdout.
-fn check(args: CheckArgs) -> Result<ExitCode> {
-    let policy = PolicySource { path: args.config, flags: LimitOverrides::default() }.read()?;
-    let mut report = String::new();
-    let verdict = crate::check::check(&args.plugin, &policy, &mut report)?;
-    print!("{report}");
-    Ok(match verdict {
-        crate::check::Verdict::Loads => ExitCode::SUCCESS,
-        crate::check::Verdict::Refused => ExitCode::FAILURE,
-    })
+/// `capsule check`: the report is the command's output, so it goes to stdout. Exit status 0
+/// when `serve` would load the plugin, 1 when it would refuse it, 2 when the check could not
+/// run at all (an unreadable file or policy).
+async fn check(args: CheckArgs) -> ExitCode {
+    let report = async {
+        let policy = PolicySource { path: args.config, flags: LimitOverrides::default() }.read()?;
+        crate::check::check(&args.plugin, &policy).await
+    };
+    match report.await {
+        Ok(report) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            } else {
+                print!("{}", report.text());
+            }
+            match report.verdict {
+                crate::check::Verdict::Refused => ExitCode::from(1),
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn state_codec(path: Option<&Path>) -> Result<StateCodec> {

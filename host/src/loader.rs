@@ -18,7 +18,7 @@ use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::Mutex;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Offerings};
 use crate::mcp::Shared;
 use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy};
 use crate::runtime::{ListKind, Plugin, PluginRuntime, digest};
@@ -175,7 +175,7 @@ impl Loader {
         codec: crate::mcp::StateCodec,
     ) -> Arc<Loader> {
         let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
-        let (catalog, plugins) = build(&runtime, found, &policy, &[]).await;
+        let (catalog, plugins) = build(&runtime, found, &policy, &Catalog::default()).await;
         let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
         Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) })
     }
@@ -254,7 +254,7 @@ impl Loader {
         }
         let old = self.shared.catalog();
         let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
-        let (new, plugins) = build(&self.runtime, found, &state.policy, old.plugins()).await;
+        let (new, plugins) = build(&self.runtime, found, &state.policy, &old).await;
         state.plugins = plugins;
         let changed = changed_lists(&old, &new);
         // Swap even when no list changed: a new version may behave differently behind the same
@@ -323,10 +323,10 @@ async fn load_one(
 ) -> Result<(Arc<Plugin>, Vec<String>), String> {
     let grants = policy.grants(name);
     let plugin = match earlier.filter(|p| p.digest() == sha256) {
-        Some(same) if *same.grants() == grants => Arc::clone(same),
+        Some(same) if same.has_grants(&grants) => Arc::clone(same),
         Some(same) => {
             runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
-            Arc::new(same.with_grants(grants))
+            Arc::new(same.with_grants(grants).map_err(|e| e.to_string())?)
         }
         None => Arc::new(runtime.load(name, bytes, grants).await.map_err(|e| e.to_string())?),
     };
@@ -385,21 +385,60 @@ async fn read_sources(sources: &Sources, unloaded: &BTreeSet<String>) -> Option<
         .ok()
 }
 
+/// Everything `serve` does to admit one plugin on its own: compile and link it, run its list
+/// functions in its sandbox, check its offerings and its needs against `policy`. `capsule
+/// check` calls this, so the two cannot disagree. The second value lists needs beyond the
+/// grants that were only warned about.
+pub async fn admit(
+    runtime: &PluginRuntime,
+    policy: &Policy,
+    name: &str,
+    bytes: Arc<[u8]>,
+) -> Result<(Arc<Offerings>, Vec<String>), String> {
+    let sha256 = digest(&bytes);
+    let (plugin, beyond) = load_one(runtime, policy, name, (bytes, sha256), None).await?;
+    let offered = offerings_of(plugin, &Catalog::default()).await?;
+    Catalog::build(vec![offered.clone()]).map_err(|e| e.to_string())?;
+    Ok((offered, beyond))
+}
+
+/// The checked offerings of `plugin`: the previous catalog's when it is the same version,
+/// else compiled on the blocking pool (schemas are compiled once per plugin version).
+async fn offerings_of(plugin: Arc<Plugin>, previous: &Catalog) -> Result<Arc<Offerings>, String> {
+    if let Some(kept) = previous.offerings().iter().find(|o| Arc::ptr_eq(o.plugin(), &plugin)) {
+        return Ok(kept.clone());
+    }
+    tokio::task::spawn_blocking(move || Offerings::new(plugin).map(Arc::new).map_err(|e| e.to_string()))
+        .await
+        .unwrap_or_else(|e| Err(format!("checking the plugin's offerings failed: {e}")))
+}
+
 /// Build the catalog from `found` under `policy`, reusing `previous` plugins whose bytes and
 /// grants are unchanged and keeping a previous version wherever its replacement fails.
+///
+/// Plugins already serving are placed first, in their order, and newcomers after them: the
+/// catalog lets earlier plugins win, so a new file can never take over a serving plugin's
+/// tool, prompt or resource; it is refused instead, with the reason in its status.
 async fn build(
     runtime: &PluginRuntime,
     found: Vec<Candidate>,
     policy: &Policy,
-    previous: &[Arc<Plugin>],
+    previous: &Catalog,
 ) -> (Catalog, Vec<PluginStatus>) {
-    let mut loaded: Vec<Arc<Plugin>> = Vec::new();
+    let serving = |name: &str| previous.plugins().iter().position(|p| p.name() == name).unwrap_or(usize::MAX);
+    let mut ordered: Vec<(usize, Candidate)> = found.into_iter().enumerate().collect();
+    ordered.sort_by_key(|(at, candidate)| (serving(&candidate.name), *at));
+    let mut loaded: Vec<Arc<Offerings>> = Vec::new();
     let mut statuses = Vec::new();
     let mut catalog = Catalog::default();
-    for Candidate { name, source, bytes } in found {
-        let earlier = previous.iter().find(|p| p.name() == name);
+    for (at, Candidate { name, source, bytes }) in ordered {
+        let earlier = previous.offerings().iter().find(|o| o.plugin().name() == name);
         let fresh = match bytes {
-            Ok(bytes) => load_one(runtime, policy, &name, bytes, earlier).await,
+            Ok(bytes) => load_one(runtime, policy, &name, bytes, earlier.map(|o| o.plugin())).await,
+            Err(e) => Err(e),
+        };
+        let fresh = match fresh {
+            Ok((plugin, beyond)) => offerings_of(plugin, previous).await.map(|offered| (offered, beyond)),
             Err(e) => Err(e),
         };
         let mut status = PluginStatus {
@@ -409,19 +448,19 @@ async fn build(
             last_error: None,
             needs_beyond_grants: Vec::new(),
         };
-        let mut accepted = None;
-        let fresh_plugin = fresh.as_ref().ok().map(|(plugin, _)| plugin);
-        for plugin in [fresh_plugin, earlier].into_iter().flatten() {
+        let mut accepted: Option<Arc<Offerings>> = None;
+        let fresh_offerings = fresh.as_ref().ok().map(|(offered, _)| offered);
+        for offered in [fresh_offerings, earlier].into_iter().flatten() {
             let mut candidate = loaded.clone();
-            candidate.push(plugin.clone());
+            candidate.push(offered.clone());
             match Catalog::build(candidate) {
                 Ok(next) => {
                     catalog = next;
-                    accepted = Some(plugin.clone());
+                    accepted = Some(offered.clone());
                     break;
                 }
                 Err(e) => {
-                    tracing::error!("plugin {name} (sha256 {}) not served: {e}", &plugin.digest()[..12]);
+                    tracing::error!("plugin {name} (sha256 {}) not served: {e}", &offered.plugin().digest()[..12]);
                     if status.last_error.is_none() {
                         status.last_error = Some(e.to_string());
                     }
@@ -432,7 +471,7 @@ async fn build(
             (Err(e), Some(kept)) => {
                 tracing::error!(
                     "plugin {name}: {e}; still serving the previous version (sha256 {})",
-                    &kept.digest()[..12]
+                    &kept.plugin().digest()[..12]
                 );
                 status.last_error = Some(e.clone());
             }
@@ -442,8 +481,8 @@ async fn build(
             }
             (Ok((new, beyond)), Some(kept)) if Arc::ptr_eq(new, kept) => {
                 status.needs_beyond_grants = beyond.clone();
-                if earlier.is_none_or(|e| !Arc::ptr_eq(e, new)) {
-                    let v = Version::of(new);
+                if earlier.is_none_or(|e| !Arc::ptr_eq(e.plugin(), new.plugin())) {
+                    let v = Version::of(new.plugin());
                     tracing::info!(
                         "loaded plugin {name} (sha256 {}): {} tools, {} resources, {} templates, {} prompts",
                         &v.sha256[..12],
@@ -462,14 +501,15 @@ async fn build(
             }
             _ => {}
         }
-        status.serving = accepted.as_deref().map(Version::of);
-        statuses.push(status);
+        status.serving = accepted.as_ref().map(|o| Version::of(o.plugin()));
+        statuses.push((at, status));
         loaded.extend(accepted);
     }
-    for gone in previous.iter().filter(|p| !loaded.iter().any(|l| l.name() == p.name())) {
+    for gone in previous.plugins().iter().filter(|p| !loaded.iter().any(|l| l.plugin().name() == p.name())) {
         tracing::info!("plugin {} is no longer served", gone.name());
     }
-    (catalog, statuses)
+    statuses.sort_by_key(|(at, _)| *at);
+    (catalog, statuses.into_iter().map(|(_, status)| status).collect())
 }
 
 /// Which lists differ between two catalogs: clients are told only about those.

@@ -264,7 +264,7 @@ impl<P: Register> resources::Guest for Exports<P> {
             .templates
             .iter()
             .map(|t| resources::ResourceTemplate {
-                uri_template: t.template.as_str().to_owned(),
+                uri_template: t.uri_template.clone(),
                 name: t.name.clone(),
                 title: None,
                 description: t.description.clone(),
@@ -278,7 +278,9 @@ impl<P: Register> resources::Guest for Exports<P> {
         let cx = context_from_wit(context);
         let outcome = if let Some(r) = plugin.resources.iter().find(|r| r.uri == uri) {
             (r.handler)(&uri, UriVariables::default(), &cx)
-        } else if let Some((t, vars)) = plugin.templates.iter().find_map(|t| t.template.matches(&uri).map(|v| (t, v))) {
+        } else if let Some((t, vars)) =
+            plugin.templates.iter().find_map(|t| t.matcher.as_ref()?.matches(&uri).map(|v| (t, v)))
+        {
             (t.handler)(&uri, vars, &cx)
         } else {
             Err(Error::NotFound(format!("no resource {uri}")))

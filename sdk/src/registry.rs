@@ -233,7 +233,10 @@ pub struct ResourceOptions {
 
 /// Optional details of a resource template, set after registering it.
 pub struct TemplateOptions {
-    pub(crate) template: UriTemplate,
+    pub(crate) uri_template: String,
+    /// `None` for a template the matcher refuses: it is listed as written, and the host
+    /// refuses to load the plugin, saying why.
+    pub(crate) matcher: Option<UriTemplate>,
     pub(crate) name: String,
     pub(crate) description: Option<String>,
     pub(crate) mime_type: Option<String>,
@@ -354,7 +357,8 @@ impl Plugin {
     {
         let mime = mime_type.map(str::to_owned);
         self.templates.push(TemplateOptions {
-            template: UriTemplate::parse(uri_template),
+            uri_template: uri_template.to_owned(),
+            matcher: UriTemplate::parse(uri_template).ok(),
             name: name.to_owned(),
             description: None,
             mime_type: mime.clone(),

@@ -7,6 +7,7 @@ mod bad_input;
 mod battery;
 mod clients;
 mod conformance;
+mod hardening;
 mod hotswap;
 mod protocol;
 mod sandbox;

@@ -1,20 +1,24 @@
 //! The catalog: what every loaded plugin provides, indexed for the MCP layer.
 //!
-//! Built in one go from a set of plugins and then immutable, so a later hot swap can replace
-//! it atomically. Building it is where cross-plugin rules are enforced: names are unique
-//! across plugins (a collision is a load error, never a silent overwrite), tool schemas
-//! compile, and tool names follow the MCP naming rules.
+//! Each plugin version's offerings are checked and compiled once ([`Offerings`]); a catalog
+//! is then built from a list of them in one go and stays immutable, so a hot swap replaces it
+//! atomically. Building it is where the rules across plugins are enforced: names and URIs are
+//! unique (a collision is a load error, never a silent overwrite), and no plugin's concrete
+//! resource may claim a URI an earlier plugin's template serves. Earlier wins: the loader
+//! puts the plugins already serving first, so a newcomer can never take anything over.
+
+mod offerings;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use capsule_uri_template::UriTemplate;
-use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::runtime::{Plugin, types};
+pub use offerings::{INLINE_VALIDATION_BYTES, Offerings, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
 
-/// Why a set of plugins cannot be served together.
+use crate::runtime::Plugin;
+
+/// Why a plugin, or a set of plugins, cannot be served.
 #[derive(Debug, Error)]
 pub enum CatalogError {
     /// Two plugins (or one plugin twice) provide the same name.
@@ -22,252 +26,152 @@ pub enum CatalogError {
         "{kind} {name:?} is provided by both plugin {first} and plugin {second}; rename one or load only one of them"
     )]
     Collision { kind: &'static str, name: String, first: String, second: String },
+    /// A concrete resource falls under another plugin's template, which serves it already.
+    #[error("resource {uri:?} of plugin {second} is served by the template {template:?} of plugin {first}")]
+    Shadowed { uri: String, template: String, first: String, second: String },
     /// A tool's input or output schema is not a usable JSON Schema.
     #[error("plugin {plugin}: tool {tool}: {which} schema is invalid: {reason}")]
     Schema { plugin: String, tool: String, which: &'static str, reason: String },
+    /// A resource template is not one Capsule can match.
+    #[error("plugin {plugin}: {reason}")]
+    Template { plugin: String, reason: String },
     /// A name breaks the MCP naming rules.
     #[error("plugin {plugin}: {kind} name {name:?} is invalid: {reason}")]
     Name { plugin: String, kind: &'static str, name: String, reason: &'static str },
 }
 
-/// One tool, ready to call.
-pub struct ToolEntry {
-    pub plugin: Arc<Plugin>,
-    pub tool: types::Tool,
-    pub input_schema: Arc<Map<String, Value>>,
-    pub output_schema: Option<Arc<Map<String, Value>>>,
-    input_validator: jsonschema::Validator,
-    output_validator: Option<jsonschema::Validator>,
-}
-
-impl ToolEntry {
-    /// Check arguments against the input schema; the error lists every violation.
-    pub fn validate_arguments(&self, arguments: &Value) -> Result<(), String> {
-        describe_errors(&self.input_validator, arguments)
-    }
-
-    /// Check structured output against the output schema, if the tool has one.
-    pub fn validate_output(&self, output: &Value) -> Result<(), String> {
-        match &self.output_validator {
-            Some(validator) => describe_errors(validator, output),
-            None => Ok(()),
-        }
-    }
-}
-
-fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .take(10)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
-        })
-        .collect();
-    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
-}
-
-/// One concrete resource.
-pub struct ResourceEntry {
-    pub plugin: Arc<Plugin>,
-    pub resource: types::Resource,
-}
-
-/// One resource template.
-pub struct TemplateEntry {
-    pub plugin: Arc<Plugin>,
-    pub template: types::ResourceTemplate,
-    matcher: UriTemplate,
-}
-
-/// One prompt.
-pub struct PromptEntry {
-    pub plugin: Arc<Plugin>,
-    pub prompt: types::Prompt,
-}
-
-/// Everything the server offers, in a stable order (plugin load order, then the order each
+/// Everything the server offers, in a stable order (plugin order, then the order each
 /// plugin lists its items).
 #[derive(Default)]
 pub struct Catalog {
+    offerings: Vec<Arc<Offerings>>,
     plugins: Vec<Arc<Plugin>>,
-    tools: Vec<ToolEntry>,
+    tools: Vec<Arc<ToolEntry>>,
     tool_index: HashMap<String, usize>,
-    resources: Vec<ResourceEntry>,
+    resources: Vec<Arc<ResourceEntry>>,
     resource_index: HashMap<String, usize>,
-    templates: Vec<TemplateEntry>,
-    prompts: Vec<PromptEntry>,
+    templates: Vec<Arc<TemplateEntry>>,
+    prompts: Vec<Arc<PromptEntry>>,
     prompt_index: HashMap<String, usize>,
 }
 
-fn check_tool_name(plugin: &str, name: &str) -> Result<(), CatalogError> {
-    let reason = if name.is_empty() || name.len() > 128 {
-        Some("must be 1 to 128 characters")
-    } else if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
-        Some("may only contain A-Z, a-z, 0-9, '_', '-' and '.'")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(CatalogError::Name { plugin: plugin.into(), kind: "tool", name: name.into(), reason }),
-        None => Ok(()),
-    }
-}
-
-fn parse_schema(plugin: &str, tool: &str, which: &'static str, text: &str) -> Result<Map<String, Value>, CatalogError> {
-    let invalid = |reason: String| CatalogError::Schema { plugin: plugin.into(), tool: tool.into(), which, reason };
-    match serde_json::from_str::<Value>(text).map_err(|e| invalid(format!("not JSON: {e}")))? {
-        Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) != Some("object") {
-                return Err(invalid("the root must have \"type\": \"object\"".into()));
-            }
-            Ok(map)
-        }
-        _ => Err(invalid("must be a JSON object".into())),
-    }
-}
-
-fn compile(
-    plugin: &str,
-    tool: &str,
-    which: &'static str,
-    schema: &Map<String, Value>,
-) -> Result<jsonschema::Validator, CatalogError> {
-    // Without the `resolve-http`/`resolve-file` features jsonschema cannot fetch remote
-    // `$ref`s, so a schema can never make the host reach the network or the filesystem.
-    jsonschema::validator_for(&Value::Object(schema.clone())).map_err(|e| CatalogError::Schema {
-        plugin: plugin.into(),
-        tool: tool.into(),
-        which,
-        reason: e.to_string(),
-    })
-}
-
+/// Index `name` at `at`, unless an earlier plugin has it.
 fn claim(
     index: &mut HashMap<String, usize>,
-    owners: impl Fn(usize) -> String,
+    owner: impl Fn(usize) -> String,
     kind: &'static str,
     name: &str,
     plugin: &str,
     at: usize,
 ) -> Result<(), CatalogError> {
     if let Some(&existing) = index.get(name) {
-        return Err(CatalogError::Collision {
-            kind,
-            name: name.into(),
-            first: owners(existing),
-            second: plugin.into(),
-        });
+        return Err(CatalogError::Collision { kind, name: name.into(), first: owner(existing), second: plugin.into() });
     }
     index.insert(name.to_owned(), at);
     Ok(())
 }
 
 impl Catalog {
-    /// Index the plugins, in order. Fails on the first collision or invalid item.
-    pub fn build(plugins: Vec<Arc<Plugin>>) -> Result<Catalog, CatalogError> {
+    /// Index the offerings, in order; earlier ones win. Fails on the first collision. Cheap:
+    /// everything costly was done once per plugin version in [`Offerings::new`].
+    pub fn build(offerings: Vec<Arc<Offerings>>) -> Result<Catalog, CatalogError> {
         let mut catalog = Catalog::default();
-        for plugin in &plugins {
-            let name = plugin.name();
-            let manifest = plugin.manifest();
-            for tool in &manifest.tools {
-                check_tool_name(name, &tool.name)?;
-                let input_schema = parse_schema(name, &tool.name, "input", &tool.input_schema)?;
-                let output_schema =
-                    tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
-                let entry = ToolEntry {
-                    input_validator: compile(name, &tool.name, "input", &input_schema)?,
-                    output_validator: output_schema
-                        .as_ref()
-                        .map(|s| compile(name, &tool.name, "output", s))
-                        .transpose()?,
-                    plugin: plugin.clone(),
-                    tool: tool.clone(),
-                    input_schema: Arc::new(input_schema),
-                    output_schema: output_schema.map(Arc::new),
-                };
-                let tools = &catalog.tools;
-                claim(
-                    &mut catalog.tool_index,
-                    |i| tools[i].plugin.name().into(),
-                    "tool",
-                    &tool.name,
-                    name,
-                    tools.len(),
-                )?;
-                catalog.tools.push(entry);
-            }
-            for resource in &manifest.resources {
-                let resources = &catalog.resources;
-                claim(
-                    &mut catalog.resource_index,
-                    |i| resources[i].plugin.name().into(),
-                    "resource",
-                    &resource.uri,
-                    name,
-                    resources.len(),
-                )?;
-                catalog.resources.push(ResourceEntry { plugin: plugin.clone(), resource: resource.clone() });
-            }
-            for template in &manifest.templates {
-                if let Some(other) = catalog.templates.iter().find(|t| t.template.uri_template == template.uri_template)
-                {
-                    return Err(CatalogError::Collision {
-                        kind: "resource template",
-                        name: template.uri_template.clone(),
-                        first: other.plugin.name().into(),
-                        second: name.into(),
-                    });
-                }
-                catalog.templates.push(TemplateEntry {
-                    plugin: plugin.clone(),
-                    matcher: UriTemplate::parse(&template.uri_template),
-                    template: template.clone(),
-                });
-            }
-            for prompt in &manifest.prompts {
-                let prompts = &catalog.prompts;
-                claim(
-                    &mut catalog.prompt_index,
-                    |i| prompts[i].plugin.name().into(),
-                    "prompt",
-                    &prompt.name,
-                    name,
-                    prompts.len(),
-                )?;
-                catalog.prompts.push(PromptEntry { plugin: plugin.clone(), prompt: prompt.clone() });
-            }
+        for offered in &offerings {
+            catalog.add(offered)?;
         }
-        catalog.plugins = plugins;
+        catalog.plugins = offerings.iter().map(|o| o.plugin.clone()).collect();
+        catalog.offerings = offerings;
         Ok(catalog)
     }
 
-    /// The plugins, in load order.
+    fn add(&mut self, offered: &Offerings) -> Result<(), CatalogError> {
+        let name = offered.plugin.name();
+        for tool in &offered.tools {
+            let tools = &self.tools;
+            claim(&mut self.tool_index, |i| tools[i].plugin.name().into(), "tool", &tool.tool.name, name, tools.len())?;
+            self.tools.push(tool.clone());
+        }
+        for resource in &offered.resources {
+            let uri = &resource.resource.uri;
+            if let Some(earlier) = self.templates.iter().find(|t| t.matcher.matches(uri).is_some()) {
+                return Err(CatalogError::Shadowed {
+                    uri: uri.clone(),
+                    template: earlier.template.uri_template.clone(),
+                    first: earlier.plugin.name().into(),
+                    second: name.into(),
+                });
+            }
+            let resources = &self.resources;
+            claim(
+                &mut self.resource_index,
+                |i| resources[i].plugin.name().into(),
+                "resource",
+                uri,
+                name,
+                resources.len(),
+            )?;
+            self.resources.push(resource.clone());
+        }
+        for template in &offered.templates {
+            if let Some(other) =
+                self.templates.iter().find(|t| t.template.uri_template == template.template.uri_template)
+            {
+                return Err(CatalogError::Collision {
+                    kind: "resource template",
+                    name: template.template.uri_template.clone(),
+                    first: other.plugin.name().into(),
+                    second: name.into(),
+                });
+            }
+            self.templates.push(template.clone());
+        }
+        for prompt in &offered.prompts {
+            let prompts = &self.prompts;
+            claim(
+                &mut self.prompt_index,
+                |i| prompts[i].plugin.name().into(),
+                "prompt",
+                &prompt.prompt.name,
+                name,
+                prompts.len(),
+            )?;
+            self.prompts.push(prompt.clone());
+        }
+        Ok(())
+    }
+
+    /// The plugins' offerings, in order.
+    pub fn offerings(&self) -> &[Arc<Offerings>] {
+        &self.offerings
+    }
+
+    /// The plugins, in order.
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
     }
 
     /// All tools.
-    pub fn tools(&self) -> &[ToolEntry] {
+    pub fn tools(&self) -> &[Arc<ToolEntry>] {
         &self.tools
     }
 
     /// A tool by name.
-    pub fn tool(&self, name: &str) -> Option<&ToolEntry> {
+    pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
         self.tool_index.get(name).map(|&i| &self.tools[i])
     }
 
     /// All concrete resources.
-    pub fn resources(&self) -> &[ResourceEntry] {
+    pub fn resources(&self) -> &[Arc<ResourceEntry>] {
         &self.resources
     }
 
     /// All resource templates.
-    pub fn templates(&self) -> &[TemplateEntry] {
+    pub fn templates(&self) -> &[Arc<TemplateEntry>] {
         &self.templates
     }
 
     /// The plugin serving a URI: the one listing it, else the first whose template matches.
+    /// Matching is linear in the URI (see `capsule_uri_template`).
     pub fn resource_owner(&self, uri: &str) -> Option<&Arc<Plugin>> {
         if let Some(&i) = self.resource_index.get(uri) {
             return Some(&self.resources[i].plugin);
@@ -281,12 +185,12 @@ impl Catalog {
     }
 
     /// All prompts.
-    pub fn prompts(&self) -> &[PromptEntry] {
+    pub fn prompts(&self) -> &[Arc<PromptEntry>] {
         &self.prompts
     }
 
     /// A prompt by name.
-    pub fn prompt(&self, name: &str) -> Option<&PromptEntry> {
+    pub fn prompt(&self, name: &str) -> Option<&Arc<PromptEntry>> {
         self.prompt_index.get(name).map(|&i| &self.prompts[i])
     }
 }

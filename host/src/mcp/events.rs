@@ -1,10 +1,12 @@
-//! Forwarding what a running plugin call reports (logs, progress, list changes) to the
-//! client that made the request, without letting a slow client or a chatty plugin block the
-//! call: events go through a bounded queue and are dropped when it is full.
+//! Forwarding what a running plugin call reports (logs, progress) to the client that made the
+//! request, without letting a slow client or a chatty plugin block the call: events go through
+//! a bounded queue and are dropped when it is full. List changes are not forwarded one by one:
+//! a call records which lists it said changed, and they are announced once each when it ends.
 
 #![allow(deprecated)] // Logging is deprecated by SEP-2577 but still part of every revision we serve.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use rmcp::RoleServer;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
@@ -12,7 +14,6 @@ use rmcp::service::Peer;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::session::Sessions;
 use crate::runtime::{CallEvents, ListKind, LogLevel};
 
 const QUEUE: usize = 256;
@@ -20,13 +21,32 @@ const QUEUE: usize = 256;
 enum Event {
     Log { level: LogLevel, logger: Option<String>, message: String },
     Progress { progress: f64, total: Option<f64>, message: Option<String> },
-    ListChanged(ListKind),
 }
 
 /// The [`CallEvents`] of one request.
 pub struct RequestEvents {
     tx: mpsc::Sender<Event>,
     cancelled: CancellationToken,
+    changed: ChangedLists,
+}
+
+const KINDS: [ListKind; 3] = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
+
+fn bit(kind: ListKind) -> u8 {
+    1 << KINDS.iter().position(|k| *k == kind).unwrap_or_default()
+}
+
+/// The lists a call said changed, one bit per [`ListKind`]. Kept apart from the events so
+/// that holding it does not keep the forwarder waiting for more.
+#[derive(Clone, Default)]
+pub struct ChangedLists(Arc<AtomicU8>);
+
+impl ChangedLists {
+    /// The lists the call said changed, each once however often it said so.
+    pub fn lists(&self) -> Vec<ListKind> {
+        let changed = self.0.load(Ordering::Relaxed);
+        KINDS.into_iter().filter(|&kind| changed & bit(kind) != 0).collect()
+    }
 }
 
 impl CallEvents for RequestEvents {
@@ -43,7 +63,7 @@ impl CallEvents for RequestEvents {
     }
 
     fn list_changed(&self, kind: ListKind) {
-        let _ = self.tx.try_send(Event::ListChanged(kind));
+        self.changed.0.fetch_or(bit(kind), Ordering::Relaxed);
     }
 }
 
@@ -54,13 +74,15 @@ pub struct Route {
     pub progress_token: Option<ProgressToken>,
     /// The lowest level the client asked for; `None` sends no log messages.
     pub log_level: Option<LoggingLevel>,
-    pub sessions: Arc<Sessions>,
 }
 
 /// Make the events of one request and the future that forwards them. The future finishes
 /// once every `RequestEvents` clone is dropped, i.e. when the call's store is gone, so awaiting
 /// it after the call puts every notification before the response.
-pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents>, impl Future<Output = ()>) {
+pub fn channel(
+    cancelled: CancellationToken,
+    route: Route,
+) -> (Arc<RequestEvents>, ChangedLists, impl Future<Output = ()>) {
     let (tx, mut rx) = mpsc::channel(QUEUE);
     let forward = async move {
         while let Some(event) = rx.recv().await {
@@ -82,11 +104,11 @@ pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents
                         let _ = route.peer.notify_progress(param).await;
                     }
                 }
-                Event::ListChanged(kind) => route.sessions.list_changed(kind).await,
             }
         }
     };
-    (Arc::new(RequestEvents { tx, cancelled }), forward)
+    let changed = ChangedLists::default();
+    (Arc::new(RequestEvents { tx, cancelled, changed: changed.clone() }), changed, forward)
 }
 
 fn logging_level(level: LogLevel) -> LoggingLevel {

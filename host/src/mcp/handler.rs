@@ -14,11 +14,14 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::{
-    CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, convert, input,
-    links_supported, paged, plugin_error,
+    CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, check_uri,
+    convert, input, links_supported, off_reactor, paged, plugin_error,
 };
 use crate::policy::ClientRoots;
 use crate::runtime::{ListKind, types as wit};
+
+/// Resources one session may subscribe to at once.
+const MAX_SUBSCRIPTIONS: usize = 1_000;
 
 impl ServerHandler for CapsuleServer {
     fn get_info(&self) -> ServerConfig {
@@ -50,7 +53,7 @@ impl ServerHandler for CapsuleServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared.catalog().tool(name).map(convert::tool)
+        self.shared.catalog().tool(name).map(|entry| convert::tool(entry))
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
@@ -68,7 +71,7 @@ impl ServerHandler for CapsuleServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.shared.catalog();
         let (tools, next) = paged(catalog.tools(), &params)?;
-        let mut result = ListToolsResult::with_all_items(tools.iter().map(convert::tool).collect());
+        let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
         result.next_cursor = next;
         Ok(result)
     }
@@ -78,22 +81,26 @@ impl ServerHandler for CapsuleServer {
         mut params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let catalog = self.shared.catalog();
-        let Some(entry) = catalog.tool(&params.name) else {
+        let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", params.name),
                 Some(json!({"name": params.name})),
             ));
         };
         let arguments = Value::Object(params.arguments.take().unwrap_or_default());
-        if let Err(problems) = entry.validate_arguments(&arguments) {
+        let text = arguments.to_string();
+        let checked = {
+            let entry = entry.clone();
+            off_reactor(text.len(), move || entry.validate_arguments(&arguments)).await
+        };
+        if let Err(problems) = checked {
             return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                 "Invalid arguments for tool {}: {problems}",
                 params.name
             ))])
             .into());
         }
-        let arguments = arguments.to_string();
+        let arguments = text;
         let plugin = entry.plugin.clone();
         let bound_to = format!("tools/call\0{}", params.name);
         let op = ToolCall { name: &params.name, arguments: &arguments };
@@ -113,7 +120,12 @@ impl ServerHandler for CapsuleServer {
                         }
                     };
                 if let (Some(value), false) = (&structured, result.is_error) {
-                    if let Err(problems) = entry.validate_output(value) {
+                    let size = result.structured_content.as_deref().map_or(0, str::len);
+                    let checked = {
+                        let (entry, value) = (entry.clone(), value.clone());
+                        off_reactor(size, move || entry.validate_output(&value)).await
+                    };
+                    if let Err(problems) = checked {
                         return failed(format!(
                             "Tool {} returned output that does not match its output schema: {problems}",
                             params.name
@@ -168,6 +180,7 @@ impl ServerHandler for CapsuleServer {
         params: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        check_uri(&params.uri)?;
         let not_found = |message: String| ErrorData::resource_not_found(message, Some(json!({"uri": params.uri})));
         let catalog = self.shared.catalog();
         let Some(plugin) = catalog.resource_owner(&params.uri).cloned() else {
@@ -195,13 +208,21 @@ impl ServerHandler for CapsuleServer {
         params: SubscribeRequestParams,
         _cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        check_uri(&params.uri)?;
         if self.shared.catalog().resource_owner(&params.uri).is_none() {
             return Err(ErrorData::resource_not_found(
                 format!("Resource not found: {}", params.uri),
                 Some(json!({"uri": params.uri})),
             ));
         }
-        self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).insert(params.uri);
+        let mut subscriptions = self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&params.uri) {
+            return Err(ErrorData::invalid_params(
+                format!("this session already has the limit of {MAX_SUBSCRIPTIONS} resource subscriptions"),
+                None,
+            ));
+        }
+        subscriptions.insert(params.uri);
         Ok(())
     }
 
@@ -210,6 +231,7 @@ impl ServerHandler for CapsuleServer {
         params: UnsubscribeRequestParams,
         _cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        check_uri(&params.uri)?;
         self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&params.uri);
         Ok(())
     }
@@ -284,6 +306,7 @@ impl ServerHandler for CapsuleServer {
                 (catalog.prompt(&p.name).map(|e| e.plugin.clone()), wit::Reference::Prompt(p.name.clone()))
             }
             Reference::Resource(r) => {
+                check_uri(&r.uri)?;
                 (catalog.template_owner(&r.uri).cloned(), wit::Reference::ResourceTemplate(r.uri.clone()))
             }
             _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),

@@ -23,6 +23,8 @@ use crate::runtime::types as wit;
 pub const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 /// Input rounds one request may take before the host gives up on the plugin.
 pub const MAX_ROUNDS: usize = 16;
+/// Inputs a plugin may ask for in one round: each may become a request to the client.
+pub const MAX_REQUESTS: usize = 16;
 
 /// The client capabilities a plugin sees.
 pub fn plugin_capabilities(caps: Option<&ClientCapabilities>) -> wit::ClientCapabilities {

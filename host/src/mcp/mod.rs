@@ -32,6 +32,31 @@ use session::SessionState;
 /// Items per page of `tools/list`, `resources/list` and the like.
 const PAGE_SIZE: usize = 100;
 
+/// The longest URI a request may carry (`resources/read`, `subscribe`, `unsubscribe`,
+/// completion references). Far beyond any real resource URI; a bound on the work one request
+/// can ask of the template matcher and of a plugin.
+pub const MAX_URI_BYTES: usize = 16 << 10;
+
+/// Refuse a URI longer than [`MAX_URI_BYTES`] with -32602.
+fn check_uri(uri: &str) -> Result<(), ErrorData> {
+    if uri.len() > MAX_URI_BYTES {
+        return Err(ErrorData::invalid_params(
+            format!("the URI is {} bytes long; the limit is {MAX_URI_BYTES} bytes", uri.len()),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// Run a validation inline when the value is small, on the blocking pool when it is large, so
+/// a big value never holds an async worker.
+async fn off_reactor(size: usize, check: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
+    if size <= crate::catalog::INLINE_VALIDATION_BYTES {
+        return check();
+    }
+    tokio::task::spawn_blocking(check).await.unwrap_or_else(|e| Err(format!("validation failed: {e}")))
+}
+
 /// What every connection shares.
 pub struct Shared {
     catalog: ArcSwap<Catalog>,
@@ -252,7 +277,6 @@ impl CapsuleServer {
             plugin: plugin.name().to_owned(),
             progress_token: cx.meta.get_progress_token(),
             log_level,
-            sessions: self.shared.sessions.clone(),
         }
     }
 
@@ -266,14 +290,27 @@ impl CapsuleServer {
         context: &wit::RequestContext,
         roots: &ClientRoots,
     ) -> Result<Round<O::Output, O::Ask>, CallError> {
-        let (events, forward) = events::channel(cx.ct.clone(), self.route(cx, plugin));
+        let (events, changed, forward) = events::channel(cx.ct.clone(), self.route(cx, plugin));
         let work = async {
             tokio::select! {
                 result = op.round(plugin, context, roots, events) => result,
                 () = cx.ct.cancelled() => Err(CallError::Host("the request was cancelled".into())),
             }
         };
+        // A client that does not read its notifications cannot hold the call past its
+        // wall-clock limit: what is not sent by then is dropped.
+        let deadline = tokio::time::Instant::now() + plugin.grants().limits.timeout;
+        let forward = async {
+            if tokio::time::timeout_at(deadline, forward).await.is_err() {
+                tracing::warn!(plugin = %plugin.name(), "the client did not take the call's notifications in time; the rest are dropped");
+            }
+        };
         let (result, ()) = tokio::join!(work, forward);
+        // Announced once per list, off the call's path: a slow client must not delay it.
+        for kind in changed.lists() {
+            let shared = self.shared.clone();
+            tokio::spawn(async move { shared.list_changed(kind).await });
+        }
         result
     }
 
@@ -321,6 +358,13 @@ impl CapsuleServer {
                 Round::Done(done) => return Ok(Rounds::Done(done)),
                 Round::Ask(ir) => ir,
             };
+            if ir.requests.len() > input::MAX_REQUESTS {
+                return Err(Failure::Call(CallError::Host(format!(
+                    "the plugin asked for {} inputs in one round; at most {} are allowed",
+                    ir.requests.len(),
+                    input::MAX_REQUESTS
+                ))));
+            }
             input::check_capabilities(&ir.requests, &client).map_err(Failure::Protocol)?;
             if modern {
                 return input::input_required_result(&ir, wants_roots, &self.shared.codec, bound_to)

@@ -14,6 +14,9 @@ use tokio::sync::broadcast;
 use crate::policy::ClientRoots;
 use crate::runtime::ListKind;
 
+/// How long one session may take to accept a list-change notification.
+const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Settings of one legacy session (or of the stdio connection).
 #[derive(Default)]
 pub struct SessionState {
@@ -50,7 +53,9 @@ impl Sessions {
         self.changes.subscribe()
     }
 
-    /// Tell every client that a list changed.
+    /// Tell every client that a list changed. Each session is sent to on its own task with a
+    /// time limit, so a client that stops reading delays nobody: not the caller (a reload, a
+    /// tool call), not the other sessions.
     pub async fn list_changed(&self, kind: ListKind) {
         let _ = self.changes.send(kind);
         let peers: Vec<_> = {
@@ -59,11 +64,18 @@ impl Sessions {
             peers.clone()
         };
         for peer in peers {
-            let _ = match kind {
-                ListKind::Tools => peer.notify_tool_list_changed().await,
-                ListKind::Resources => peer.notify_resource_list_changed().await,
-                ListKind::Prompts => peer.notify_prompt_list_changed().await,
-            };
+            tokio::spawn(async move {
+                let send = async {
+                    match kind {
+                        ListKind::Tools => peer.notify_tool_list_changed().await,
+                        ListKind::Resources => peer.notify_resource_list_changed().await,
+                        ListKind::Prompts => peer.notify_prompt_list_changed().await,
+                    }
+                };
+                if tokio::time::timeout(NOTIFY_TIMEOUT, send).await.is_err() {
+                    tracing::debug!("a session did not take a list-change notification in time; dropped");
+                }
+            });
         }
     }
 }

@@ -93,6 +93,12 @@ fn local_path(uri: &str) -> Option<PathBuf> {
 pub struct Mount {
     /// The directory on the host.
     pub host: PathBuf,
+    /// The grant it lies in: an index into [`Grants::dirs`]. The runtime opens the mount
+    /// through that grant's handle, never by `host` path, so a symlink a plugin plants between
+    /// two calls cannot redirect it.
+    pub grant: usize,
+    /// Its path below the grant (empty for the granted directory itself): plain names only.
+    pub beneath: PathBuf,
     /// Where the plugin sees it.
     pub guest: String,
     /// Whether the plugin may write in it.
@@ -115,27 +121,48 @@ impl Grants {
                 return self
                     .dirs
                     .iter()
-                    .map(|d| Mount { host: d.path.clone(), guest: d.guest.clone(), write: d.write, name: None })
+                    .enumerate()
+                    .map(|(grant, d)| Mount {
+                        host: d.path.clone(),
+                        grant,
+                        beneath: PathBuf::new(),
+                        guest: d.guest.clone(),
+                        write: d.write,
+                        name: None,
+                    })
                     .collect();
             }
         };
         let mut mounts: Vec<Mount> = Vec::new();
-        let mut add = |host: &Path, write: bool, name: Option<&String>| {
-            let Some(guest) = host.to_str() else {
+        let mut add = |host: &Path, grant: usize, name: Option<&String>| {
+            let dir = &self.dirs[grant];
+            let (Some(guest), Ok(beneath)) = (host.to_str(), host.strip_prefix(&dir.path)) else {
                 tracing::warn!("{} is not valid UTF-8 and cannot be shown to a plugin", host.display());
                 return;
             };
+            let mount = Mount {
+                host: host.into(),
+                grant,
+                beneath: beneath.into(),
+                guest: guest.into(),
+                write: dir.write,
+                name: name.cloned(),
+            };
             match mounts.iter_mut().find(|m| m.host == host) {
-                Some(existing) => existing.write |= write,
-                None => mounts.push(Mount { host: host.into(), guest: guest.into(), write, name: name.cloned() }),
+                // Reached through two nested grants: the writable one is the one to open it by.
+                Some(existing) if mount.write && !existing.write => {
+                    *existing = Mount { name: existing.name.take(), ..mount }
+                }
+                Some(_) => {}
+                None => mounts.push(mount),
             }
         };
         for root in listed.iter() {
-            for grant in &self.dirs {
+            for (i, grant) in self.dirs.iter().enumerate() {
                 if root.path.starts_with(&grant.path) {
-                    add(&root.path, grant.write, root.name.as_ref());
+                    add(&root.path, i, root.name.as_ref());
                 } else if grant.path.starts_with(&root.path) {
-                    add(&grant.path, grant.write, root.name.as_ref());
+                    add(&grant.path, i, root.name.as_ref());
                 }
             }
         }
@@ -177,7 +204,13 @@ mod tests {
         assert!(g.mounts(&listed(&[home])).is_empty());
         assert_eq!(hosts(&g.mounts(&listed(&[srv_a]))), vec![(srv_a, false), (srv_a_b, true)]);
         assert_eq!(hosts(&g.mounts(&listed(&[Path::new("/")]))), vec![(srv, false), (srv_a_b, true)]);
-        assert_eq!(hosts(&g.mounts(&listed(&[Path::new("/srv/a/b/c")]))), vec![(Path::new("/srv/a/b/c"), true)]);
+        let deep = g.mounts(&listed(&[Path::new("/srv/a/b/c")]));
+        assert_eq!(hosts(&deep), vec![(Path::new("/srv/a/b/c"), true)]);
+        // Opened through the writable grant it lies in, by the path below that grant.
+        assert_eq!((deep[0].grant, deep[0].beneath.as_path()), (1, Path::new("c")));
+        let mid = g.mounts(&listed(&[srv_a]));
+        assert_eq!((mid[0].grant, mid[0].beneath.as_path()), (0, Path::new("a")));
+        assert_eq!((mid[1].grant, mid[1].beneath.as_path()), (1, Path::new("")));
         // Prefixes are compared by component: /srvx is not inside /srv.
         assert!(g.mounts(&listed(&[Path::new("/srvx")])).is_empty());
         let fixed = grants(&[(srv, false)], false);

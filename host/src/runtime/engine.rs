@@ -14,8 +14,8 @@ use super::plugin::Plugin;
 use super::sandbox::CallState;
 use crate::policy::{Grants, Needs};
 
-/// How often the epoch advances: the granularity of the CPU deadline and of yielding to
-/// other tasks while a plugin computes. It bounds how long a computing plugin can hold a
+/// How often the epoch advances: how often a computing plugin yields to other tasks and its
+/// CPU time is checked against its deadline. It bounds how long a computing plugin can hold a
 /// worker thread, so it is what other clients wait when every core runs a busy plugin
 /// (the battery benchmark measures it); a wake-up per millisecond costs nothing measurable.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -31,7 +31,7 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Table elements a call may allocate.
     pub table_elements: usize,
-    /// Bytes of plugin stderr forwarded to the log per call; the rest is dropped.
+    /// Bytes of plugin stderr kept per call (the newest) and logged when the call ends.
     pub stderr_limit: usize,
     /// Log and progress messages forwarded per call; the rest are dropped.
     pub event_limit: u32,
@@ -220,8 +220,4 @@ impl PluginRuntime {
         }
         Ok(())
     }
-}
-
-pub(crate) fn ticks(deadline: Duration) -> u64 {
-    (deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
 }

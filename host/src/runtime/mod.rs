@@ -8,11 +8,13 @@ mod bindings;
 mod cache;
 mod engine;
 mod error;
+mod fs;
 mod limits;
 mod net;
 mod output;
 mod plugin;
 mod sandbox;
+mod stderr;
 
 pub use bindings::types;
 pub use cache::{CompileCache, digest};

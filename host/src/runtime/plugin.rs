@@ -9,13 +9,19 @@ use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use tokio::sync::Semaphore;
 
 use super::bindings::{self, completion, prompts, resources, tools, types};
-use super::engine::{RuntimeInner, ticks};
+use super::engine::RuntimeInner;
 use super::error::{CallError, LoadError};
-use super::limits::MemoryLimitExceeded;
+use super::fs::GrantDirs;
+use super::limits::{CpuMeter, MemoryLimitExceeded};
 use super::output::OutputSize;
 use super::sandbox::{CallState, Sandbox};
+use super::stderr::crash_cause;
 use super::{Events, NoEvents};
 use crate::policy::{ClientRoots, Grants, Needs};
+
+/// The most a plugin's lists (tools, resources and templates, prompts), each read once at
+/// load, may take: they are held for as long as the plugin is served.
+const MANIFEST_LIMIT: usize = 8 << 20;
 
 /// What a plugin provides, read once when it loads.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +39,8 @@ pub struct Plugin {
     name: Arc<str>,
     digest: String,
     grants: Arc<Grants>,
+    /// The granted directories, opened once for every call to open its mounts beneath.
+    dirs: Arc<GrantDirs>,
     /// One permit per call allowed to run at once.
     slots: Arc<Semaphore>,
     needs: Option<Needs>,
@@ -43,6 +51,10 @@ pub struct Plugin {
     prompts: Option<prompts::GuestIndices>,
     completion: Option<completion::GuestIndices>,
     manifest: Manifest,
+}
+
+fn open_dirs(plugin: &str, grants: &Grants) -> Result<Arc<GrantDirs>, LoadError> {
+    GrantDirs::open(grants).map(Arc::new).map_err(|reason| LoadError::Policy { plugin: plugin.to_owned(), reason })
 }
 
 fn optional<I>(
@@ -74,10 +86,12 @@ impl Plugin {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
+        let dirs = open_dirs(name, &grants)?;
         let mut plugin = Plugin {
             name: name.into(),
             digest,
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
+            dirs,
             grants,
             needs,
             tools: optional(name, &pre, bindings::TOOLS, tools::GuestIndices::new)?,
@@ -124,13 +138,20 @@ impl Plugin {
         self.needs.as_ref()
     }
 
-    /// The same plugin under other grants: no recompiling or relisting. Calls running on
-    /// `self` keep their grants.
-    pub fn with_grants(&self, grants: Arc<Grants>) -> Plugin {
-        Plugin {
+    /// Whether `grants` are exactly the ones this plugin runs under: the same policy entry,
+    /// and each granted directory still the one opened at load.
+    pub fn has_grants(&self, grants: &Grants) -> bool {
+        *self.grants == *grants && self.dirs.is_current(grants)
+    }
+
+    /// The same plugin under other grants (its directories opened again): no recompiling or
+    /// relisting. Calls running on `self` keep their grants.
+    pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
+        Ok(Plugin {
             name: self.name.clone(),
             digest: self.digest.clone(),
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
+            dirs: open_dirs(&self.name, &grants)?,
             grants,
             needs: self.needs.clone(),
             runtime: self.runtime.clone(),
@@ -140,7 +161,7 @@ impl Plugin {
             prompts: self.prompts.clone(),
             completion: self.completion.clone(),
             manifest: self.manifest.clone(),
-        }
+        })
     }
 
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
@@ -155,6 +176,7 @@ impl Plugin {
                     ix.load(&mut *store, instance)?.call_list(store).await
                 })
                 .await
+                .and_then(|tools| self.within(tools, MANIFEST_LIMIT))
                 .map_err(listing("tools"))?;
         }
         if let Some(ix) = &self.resources {
@@ -165,6 +187,7 @@ impl Plugin {
                     Ok((resources, guest.call_templates(store).await?))
                 })
                 .await
+                .and_then(|lists| self.within(lists, MANIFEST_LIMIT))
                 .map_err(listing("resources"))?;
         }
         if let Some(ix) = &self.prompts {
@@ -173,6 +196,7 @@ impl Plugin {
                     ix.load(&mut *store, instance)?.call_list(store).await
                 })
                 .await
+                .and_then(|prompts| self.within(prompts, MANIFEST_LIMIT))
                 .map_err(listing("prompts"))?;
         }
         if let Some(ix) = &self.completion {
@@ -262,7 +286,11 @@ impl Plugin {
 
     /// Hold a result to the plugin's output limit.
     fn capped<T: OutputSize>(&self, outcome: T) -> Result<T, CallError> {
-        let (size, limit) = (outcome.output_size(), self.grants.limits.output);
+        self.within(outcome, self.grants.limits.output)
+    }
+
+    fn within<T: OutputSize>(&self, outcome: T, limit: usize) -> Result<T, CallError> {
+        let size = outcome.output_size();
         if size > limit {
             tracing::warn!(plugin = %self.name, "plugin result of {size} bytes discarded: over its output limit");
             return Err(CallError::Output { limit, size });
@@ -284,6 +312,7 @@ impl Plugin {
         let state = CallState::new(Sandbox {
             plugin: self.name.clone(),
             grants: &self.grants,
+            dirs: &self.dirs,
             mounts: self.grants.mounts(roots),
             events,
             event_limit: config.event_limit,
@@ -294,27 +323,45 @@ impl Plugin {
         .map_err(CallError::Sandbox)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let budget = ticks(limits.cpu);
-        let mut used = 0u64;
+        let meter = CpuMeter::new();
+        let cpu = limits.cpu;
         store.set_epoch_deadline(1);
         // Yield to the executor on every tick so a computing plugin never starves other
-        // requests, and stop it once it has run for its whole CPU budget.
+        // requests, and stop it once it has used its whole CPU budget (host calls included).
+        let charged = meter.clone();
         store.epoch_deadline_callback(move |_| {
-            used += 1;
-            Ok(if used >= budget {
+            Ok(if charged.used() >= cpu {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
-        let work = async {
+        let work = meter.meter(async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             call(&mut store, &instance).await
-        };
-        match tokio::time::timeout(limits.timeout, work).await {
+        });
+        let result = match tokio::time::timeout(limits.timeout, work).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.classify(error)),
             Err(_elapsed) => Err(CallError::WallClock(limits.timeout)),
+        };
+        let stderr = store.data().stderr.text();
+        match result {
+            Ok(value) => {
+                if let Some(stderr) = stderr {
+                    tracing::info!(target: "capsule::plugin", plugin = %self.name, "stderr of a call:\n{stderr}");
+                }
+                Ok(value)
+            }
+            Err(failure) => {
+                let failure = match (failure, stderr.as_deref().and_then(crash_cause)) {
+                    (CallError::Trap(what), Some(cause)) => CallError::Trap(format!("{what}: {cause}")),
+                    (failure, _) => failure,
+                };
+                let stderr = stderr.map(|s| format!("; its stderr:\n{s}")).unwrap_or_default();
+                tracing::warn!(plugin = %self.name, cpu = ?meter.used(), "plugin call failed: {failure}{stderr}");
+                Err(failure)
+            }
         }
     }
 
@@ -328,15 +375,12 @@ impl Plugin {
         let failure = match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => CallError::Deadline(self.grants.limits.cpu),
             Some(Trap::StackOverflow) => CallError::StackOverflow,
-            Some(Trap::UnreachableCodeReached) => {
-                CallError::Trap("it aborted (a panic or failed assertion; its stderr is in the server log)".into())
-            }
+            Some(Trap::UnreachableCodeReached) => CallError::Trap("it aborted".into()),
             Some(trap) => CallError::Trap(trap.to_string()),
             None => CallError::Host(format!("{error:#}")),
         };
-        match error.downcast_ref::<wasmtime::WasmBacktrace>() {
-            Some(trace) => tracing::warn!(plugin = %self.name, "plugin call failed: {failure}\n{trace}"),
-            None => tracing::warn!(plugin = %self.name, "plugin call failed: {failure}"),
+        if let Some(trace) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
+            tracing::debug!(plugin = %self.name, "backtrace of the failed call:\n{trace}");
         }
         failure
     }

@@ -5,16 +5,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::sockets::SocketAddrUse;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::CallEvents;
 use super::bindings::capsule::plugin::{host, types};
+use super::fs::GrantDirs;
 use super::limits::Limiter;
 use super::net::NetworkGate;
+use super::stderr::CallStderr;
 use crate::policy::{Grants, Mount};
 
 /// Everything a call's store holds.
@@ -26,15 +26,28 @@ pub(crate) struct CallState {
     pub limiter: Limiter,
     events: Arc<dyn CallEvents>,
     events_left: u32,
+    /// Bytes of log and progress text the call may still send: they count against its output
+    /// limit like its result does.
+    event_bytes_left: usize,
     plugin: Arc<str>,
     mounts: Vec<Mount>,
+    pub stderr: CallStderr,
     _live: LiveStore,
 }
+
+/// The longest log or progress message forwarded; longer ones are cut.
+const MESSAGE_LIMIT: usize = 64 << 10;
+/// What a notification costs beyond its text (its JSON-RPC framing).
+const EVENT_OVERHEAD: usize = 128;
+/// The most random bytes one `get-random-bytes` call may ask for: a host call is bounded work.
+const RANDOM_LIMIT: u64 = 1 << 20;
 
 /// What a call's sandbox is built from.
 pub(crate) struct Sandbox<'a> {
     pub plugin: Arc<str>,
     pub grants: &'a Grants,
+    /// The grants' directories, open.
+    pub dirs: &'a GrantDirs,
     pub mounts: Vec<Mount>,
     pub events: Arc<dyn CallEvents>,
     pub event_limit: u32,
@@ -50,8 +63,10 @@ impl CallState {
         // environment, directories, HTTP destinations and TCP peers are exactly what the
         // grants name. A plugin always gets clocks and
         // randomness, and its stderr goes to our log.
+        let stderr = CallStderr::new(sandbox.stderr_limit);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stderr(StderrToLog::new(sandbox.plugin.clone(), sandbox.stderr_limit))
+        wasi.stderr(stderr.clone())
+            .max_random_size(RANDOM_LIMIT)
             .allow_tcp(!sandbox.grants.tcp.is_empty())
             .allow_udp(false)
             .allow_ip_name_lookup(false);
@@ -71,11 +86,7 @@ impl CallState {
         for (name, secret) in &sandbox.grants.secrets {
             wasi.env(name, secret.expose());
         }
-        for mount in &sandbox.mounts {
-            let perms = if mount.write { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&mount.host, &mount.guest, perms)
-                .map_err(|e| format!("cannot open granted directory {}: {e:#}", mount.host.display()))?;
-        }
+        let mounts = sandbox.dirs.preopen(&sandbox.plugin, &mut wasi, sandbox.mounts)?;
         let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements };
         Ok(CallState {
             wasi: wasi.build(),
@@ -85,27 +96,44 @@ impl CallState {
             limiter,
             events: sandbox.events,
             events_left: sandbox.event_limit,
+            event_bytes_left: sandbox.grants.limits.output,
             plugin: sandbox.plugin,
-            mounts: sandbox.mounts,
+            mounts,
+            stderr,
             _live: LiveStore::new(sandbox.live),
         })
     }
 
-    /// Count one event against the call's budget; false once it is spent.
-    fn take_event(&mut self) -> bool {
-        match self.events_left {
-            0 => false,
-            1 => {
-                self.events_left = 0;
-                tracing::warn!(plugin = %self.plugin, "plugin exceeded its log/progress budget for this call; further messages are dropped");
-                false
-            }
-            _ => {
-                self.events_left -= 1;
-                true
-            }
+    /// Count one event of `bytes` of text against the call's budgets; false once either is
+    /// spent.
+    fn take_event(&mut self, bytes: usize) -> bool {
+        let cost = bytes.saturating_add(EVENT_OVERHEAD);
+        if self.events_left > 0 && cost <= self.event_bytes_left {
+            self.events_left -= 1;
+            self.event_bytes_left -= cost;
+            return true;
         }
+        if self.events_left > 0 || self.event_bytes_left > 0 {
+            tracing::warn!(plugin = %self.plugin, "plugin exceeded its log/progress budget for this call (messages, or bytes against its output limit); further messages are dropped");
+            // Warn once: nothing more is sent for this call.
+            self.events_left = 0;
+            self.event_bytes_left = 0;
+        }
+        false
     }
+}
+
+/// `text` cut to [`MESSAGE_LIMIT`] bytes, on a character boundary.
+fn capped(mut text: String) -> String {
+    if text.len() > MESSAGE_LIMIT {
+        let mut end = MESSAGE_LIMIT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" […]");
+    }
+    text
 }
 
 impl WasiView for CallState {
@@ -124,14 +152,16 @@ impl types::Host for CallState {}
 
 impl host::Host for CallState {
     async fn log(&mut self, level: host::LogLevel, logger: Option<String>, message: String) -> wasmtime::Result<()> {
-        if self.take_event() {
+        let (logger, message) = (logger.map(capped), capped(message));
+        if self.take_event(message.len() + logger.as_ref().map_or(0, String::len)) {
             self.events.log(level, logger, message);
         }
         Ok(())
     }
 
     async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) -> wasmtime::Result<()> {
-        if self.take_event() {
+        let message = message.map(capped);
+        if self.take_event(message.as_ref().map_or(0, String::len)) {
             self.events.progress(progress, total, message);
         }
         Ok(())
@@ -142,7 +172,7 @@ impl host::Host for CallState {
     }
 
     async fn list_changed(&mut self, kind: host::ListKind) -> wasmtime::Result<()> {
-        if self.take_event() {
+        if self.take_event(0) {
             self.events.list_changed(kind);
         }
         Ok(())
@@ -170,98 +200,5 @@ impl LiveStore {
 impl Drop for LiveStore {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Plugin stderr, forwarded line by line to the host log up to a byte budget.
-#[derive(Clone)]
-struct StderrToLog {
-    plugin: Arc<str>,
-    budget: Arc<AtomicUsize>,
-    line: Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl StderrToLog {
-    fn new(plugin: Arc<str>, limit: usize) -> Self {
-        StderrToLog { plugin, budget: Arc::new(AtomicUsize::new(limit)), line: Arc::default() }
-    }
-
-    fn push(&self, data: &[u8]) {
-        let allowed = self
-            .budget
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(data.len())))
-            .unwrap_or(0)
-            .min(data.len());
-        let mut line = self.line.lock().unwrap_or_else(|e| e.into_inner());
-        line.extend_from_slice(&data[..allowed]);
-        while let Some(end) = line.iter().position(|&b| b == b'\n') {
-            let text: Vec<u8> = line.drain(..=end).collect();
-            tracing::info!(target: "capsule::plugin", plugin = %self.plugin, "{}", String::from_utf8_lossy(&text).trim_end());
-        }
-        if line.len() >= 4096 || (allowed < data.len() && !line.is_empty()) {
-            tracing::info!(target: "capsule::plugin", plugin = %self.plugin, "{}", String::from_utf8_lossy(&line));
-            line.clear();
-        }
-    }
-}
-
-impl IsTerminal for StderrToLog {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl StdoutStream for StderrToLog {
-    fn p2_stream(&self) -> Box<dyn OutputStream> {
-        Box::new(self.clone())
-    }
-
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(self.clone())
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl Pollable for StderrToLog {
-    async fn ready(&mut self) {}
-}
-
-impl OutputStream for StderrToLog {
-    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
-        self.push(&bytes);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> StreamResult<()> {
-        Ok(())
-    }
-
-    fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(64 << 10)
-    }
-}
-
-impl tokio::io::AsyncWrite for StderrToLog {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        data: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        self.push(data);
-        std::task::Poll::Ready(Ok(data.len()))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
     }
 }

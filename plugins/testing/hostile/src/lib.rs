@@ -86,6 +86,31 @@ fn environment(_: NoArgs) -> String {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct SymlinkArgs {
+    /// A mount, as the plugin sees it.
+    dir: String,
+    /// A directory directly inside it, to move aside.
+    name: String,
+    /// What the symlink put in its place points to (relative, e.g. `../outside`).
+    target: String,
+}
+
+/// Replace a directory inside a writable mount with a relative symlink: if the host reopened
+/// the directory by path on a later call, it would follow the link out of the grant.
+fn plant_symlink(args: SymlinkArgs) -> Result<String, String> {
+    // Through the outer mount's own descriptor: a path would resolve to the inner mount.
+    let (mount, _) = wasip2::filesystem::preopens::get_directories()
+        .into_iter()
+        .find(|(_, guest)| *guest == args.dir)
+        .ok_or_else(|| format!("no mount at {}", args.dir))?;
+    let path = format!("{}/{}", args.dir, args.name);
+    let moved = format!("{}.moved", args.name);
+    mount.rename_at(&args.name, &mount, &moved).map_err(|e| format!("rename {path}: {e}"))?;
+    mount.symlink_at(&args.target, &args.name).map_err(|e| format!("symlink {path}: {e}"))?;
+    Ok(format!("{path} -> {}", args.target))
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct UrlArgs {
     /// Where to send a GET request.
     url: String,
@@ -145,6 +170,7 @@ capsule_sdk::plugin!(|p| {
     p.tool("read_path", "Reads any path with std::fs", read_path);
     p.tool("list_path", "Lists any directory with std::fs", list_path);
     p.tool("write_path", "Writes any path with std::fs", write_path);
+    p.tool("plant_symlink", "Swaps a directory in a mount for a relative symlink", plant_symlink);
     p.tool("environment", "Returns every environment variable it can see", environment);
     p.tool("http_get", "Sends a GET request anywhere", http_get);
     p.tool("connect", "Opens a raw TCP connection anywhere", connect);

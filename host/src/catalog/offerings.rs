@@ -1,0 +1,190 @@
+//! What one plugin version offers, checked and compiled once when it loads: tool names and
+//! JSON Schemas (validators compiled here, never per request or per reload), resource URIs
+//! and URI templates. A reload that keeps a plugin version keeps its `Offerings`.
+
+use std::sync::Arc;
+
+use capsule_uri_template::UriTemplate;
+use serde_json::{Map, Value};
+
+use super::CatalogError;
+use crate::runtime::{Plugin, types};
+
+/// Arguments or structured output larger than this are validated on the blocking pool, so a
+/// large value never holds an async worker.
+pub const INLINE_VALIDATION_BYTES: usize = 16 << 10;
+
+/// Compiled size limits for a plugin's `pattern`s: schemas come from untrusted plugins.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+const REGEX_DFA_SIZE_LIMIT: usize = 2 << 20;
+
+/// One tool, ready to call.
+pub struct ToolEntry {
+    pub plugin: Arc<Plugin>,
+    pub tool: types::Tool,
+    pub input_schema: Arc<Map<String, Value>>,
+    pub output_schema: Option<Arc<Map<String, Value>>>,
+    input_validator: jsonschema::Validator,
+    output_validator: Option<jsonschema::Validator>,
+}
+
+impl ToolEntry {
+    /// Check arguments against the input schema; the error lists every violation.
+    pub fn validate_arguments(&self, arguments: &Value) -> Result<(), String> {
+        describe_errors(&self.input_validator, arguments)
+    }
+
+    /// Check structured output against the output schema, if the tool has one.
+    pub fn validate_output(&self, output: &Value) -> Result<(), String> {
+        match &self.output_validator {
+            Some(validator) => describe_errors(validator, output),
+            None => Ok(()),
+        }
+    }
+}
+
+fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .take(10)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+        })
+        .collect();
+    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+}
+
+/// One concrete resource.
+pub struct ResourceEntry {
+    pub plugin: Arc<Plugin>,
+    pub resource: types::Resource,
+}
+
+/// One resource template.
+pub struct TemplateEntry {
+    pub plugin: Arc<Plugin>,
+    pub template: types::ResourceTemplate,
+    pub(super) matcher: UriTemplate,
+}
+
+/// One prompt.
+pub struct PromptEntry {
+    pub plugin: Arc<Plugin>,
+    pub prompt: types::Prompt,
+}
+
+/// Everything one plugin version offers, checked on its own (names, schemas, templates, and
+/// no name twice); rules across plugins are the [`super::Catalog`]'s.
+pub struct Offerings {
+    pub(super) plugin: Arc<Plugin>,
+    pub(super) tools: Vec<Arc<ToolEntry>>,
+    pub(super) resources: Vec<Arc<ResourceEntry>>,
+    pub(super) templates: Vec<Arc<TemplateEntry>>,
+    pub(super) prompts: Vec<Arc<PromptEntry>>,
+}
+
+impl Offerings {
+    /// Check and compile what `plugin` lists. CPU-bound (schema compilation): run it off the
+    /// async reactor.
+    pub fn new(plugin: Arc<Plugin>) -> Result<Offerings, CatalogError> {
+        let name = plugin.name();
+        let manifest = plugin.manifest();
+        let mut tools: Vec<Arc<ToolEntry>> = Vec::with_capacity(manifest.tools.len());
+        for tool in &manifest.tools {
+            check_tool_name(name, &tool.name)?;
+            if tools.iter().any(|t| t.tool.name == tool.name) {
+                return Err(twice(&plugin, "tool", &tool.name));
+            }
+            let input_schema = parse_schema(name, &tool.name, "input", &tool.input_schema)?;
+            let output_schema =
+                tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
+            tools.push(Arc::new(ToolEntry {
+                input_validator: compile(name, &tool.name, "input", &input_schema)?,
+                output_validator: output_schema.as_ref().map(|s| compile(name, &tool.name, "output", s)).transpose()?,
+                plugin: plugin.clone(),
+                tool: tool.clone(),
+                input_schema: Arc::new(input_schema),
+                output_schema: output_schema.map(Arc::new),
+            }));
+        }
+        let mut resources: Vec<Arc<ResourceEntry>> = Vec::with_capacity(manifest.resources.len());
+        for resource in &manifest.resources {
+            if resources.iter().any(|r| r.resource.uri == resource.uri) {
+                return Err(twice(&plugin, "resource", &resource.uri));
+            }
+            resources.push(Arc::new(ResourceEntry { plugin: plugin.clone(), resource: resource.clone() }));
+        }
+        let mut templates: Vec<Arc<TemplateEntry>> = Vec::with_capacity(manifest.templates.len());
+        for template in &manifest.templates {
+            if templates.iter().any(|t| t.template.uri_template == template.uri_template) {
+                return Err(twice(&plugin, "resource template", &template.uri_template));
+            }
+            let matcher = UriTemplate::parse(&template.uri_template)
+                .map_err(|e| CatalogError::Template { plugin: name.into(), reason: e.to_string() })?;
+            templates.push(Arc::new(TemplateEntry { plugin: plugin.clone(), template: template.clone(), matcher }));
+        }
+        let mut prompts: Vec<Arc<PromptEntry>> = Vec::with_capacity(manifest.prompts.len());
+        for prompt in &manifest.prompts {
+            if prompts.iter().any(|p| p.prompt.name == prompt.name) {
+                return Err(twice(&plugin, "prompt", &prompt.name));
+            }
+            prompts.push(Arc::new(PromptEntry { plugin: plugin.clone(), prompt: prompt.clone() }));
+        }
+        Ok(Offerings { plugin, tools, resources, templates, prompts })
+    }
+
+    /// The plugin version these are the offerings of.
+    pub fn plugin(&self) -> &Arc<Plugin> {
+        &self.plugin
+    }
+}
+
+fn twice(plugin: &Plugin, kind: &'static str, name: &str) -> CatalogError {
+    CatalogError::Collision { kind, name: name.into(), first: plugin.name().into(), second: plugin.name().into() }
+}
+
+fn check_tool_name(plugin: &str, name: &str) -> Result<(), CatalogError> {
+    let reason = if name.is_empty() || name.len() > 128 {
+        Some("must be 1 to 128 characters")
+    } else if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+        Some("may only contain A-Z, a-z, 0-9, '_', '-' and '.'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CatalogError::Name { plugin: plugin.into(), kind: "tool", name: name.into(), reason }),
+        None => Ok(()),
+    }
+}
+
+fn parse_schema(plugin: &str, tool: &str, which: &'static str, text: &str) -> Result<Map<String, Value>, CatalogError> {
+    let invalid = |reason: String| CatalogError::Schema { plugin: plugin.into(), tool: tool.into(), which, reason };
+    match serde_json::from_str::<Value>(text).map_err(|e| invalid(format!("not JSON: {e}")))? {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(invalid("the root must have \"type\": \"object\"".into()));
+            }
+            Ok(map)
+        }
+        _ => Err(invalid("must be a JSON object".into())),
+    }
+}
+
+fn compile(
+    plugin: &str,
+    tool: &str,
+    which: &'static str,
+    schema: &Map<String, Value>,
+) -> Result<jsonschema::Validator, CatalogError> {
+    // Without the `resolve-http`/`resolve-file` features jsonschema cannot fetch remote
+    // `$ref`s, so a schema can never make the host reach the network or the filesystem.
+    // Patterns run on the `regex` engine, linear in the input: a backtracking pattern
+    // cannot stall validation (one that needs backtracking features fails to compile).
+    let patterns =
+        jsonschema::PatternOptions::regex().size_limit(REGEX_SIZE_LIMIT).dfa_size_limit(REGEX_DFA_SIZE_LIMIT);
+    jsonschema::options()
+        .with_pattern_options(patterns)
+        .build(&Value::Object(schema.clone()))
+        .map_err(|e| CatalogError::Schema { plugin: plugin.into(), tool: tool.into(), which, reason: e.to_string() })
+}

@@ -1,0 +1,144 @@
+//! The filesystem capability: granted directories as handles.
+//!
+//! Each granted directory is opened once, when the plugin's grants are prepared, and kept as a
+//! handle. A call's mounts ([`Mount`], computed from the grants and the client's roots by the
+//! policy) are opened through those handles: the granted directory itself is the handle, and a
+//! root inside it is opened beneath it one plain name at a time, never following a symlink.
+//! Nothing is re-opened by path, so a plugin that swaps a directory inside a writable mount
+//! for a symlink (`inner -> ../outside`) cannot make a later call open the link's target.
+//!
+//! wasmtime-wasi preopens a directory only by path, so it is handed the handle's own path in
+//! `/proc/self/fd`, which names exactly the directory the handle holds.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use crate::policy::{Grants, Mount};
+
+/// How every directory handle is opened: as a directory, refusing a symlink in its place.
+#[cfg(target_os = "linux")]
+const DIR: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+#[cfg(not(target_os = "linux"))]
+const DIR: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// A plugin's granted directories, open. Indexed like [`Grants::dirs`].
+#[derive(Debug)]
+pub(crate) struct GrantDirs {
+    handles: Vec<OwnedFd>,
+}
+
+impl GrantDirs {
+    /// Open every directory `grants` names. The paths are canonical (the policy resolved
+    /// them), so a symlink found in place of one means it was swapped since: refused.
+    pub fn open(grants: &Grants) -> Result<GrantDirs, String> {
+        let handles = grants
+            .dirs
+            .iter()
+            .map(|dir| {
+                rustix::fs::open(&dir.path, DIR, Mode::empty())
+                    .map_err(|e| format!("cannot open granted directory {}: {e}", dir.path.display()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(GrantDirs { handles })
+    }
+
+    /// Whether each handle is still the directory at its granted path (a directory the
+    /// operator replaced is opened again on the next reload).
+    pub fn is_current(&self, grants: &Grants) -> bool {
+        self.handles.len() == grants.dirs.len()
+            && self.handles.iter().zip(&grants.dirs).all(|(handle, dir)| {
+                match (rustix::fs::fstat(handle), rustix::fs::stat(&dir.path)) {
+                    (Ok(held), Ok(there)) => (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino),
+                    _ => false,
+                }
+            })
+    }
+
+    /// Preopen `mounts` in a call's WASI context, each through its grant's handle. A mount
+    /// that can no longer be reached beneath its grant without following a symlink is left
+    /// out (and logged); the mounts returned are the ones the call can use.
+    pub fn preopen(&self, plugin: &str, wasi: &mut WasiCtxBuilder, mounts: Vec<Mount>) -> Result<Vec<Mount>, String> {
+        let mut opened = Vec::with_capacity(mounts.len());
+        for mount in mounts {
+            let grant = self.handles.get(mount.grant).ok_or_else(|| format!("mount {} has no grant", mount.guest))?;
+            let beneath = match open_beneath(grant.as_fd(), &mount.beneath) {
+                Ok(handle) => handle,
+                Err(e) => {
+                    tracing::warn!(
+                        plugin,
+                        "{} is not opened for this call: it is not a plain directory beneath its grant ({e})",
+                        mount.host.display()
+                    );
+                    continue;
+                }
+            };
+            let handle = beneath.as_ref().map_or(grant.as_fd(), AsFd::as_fd);
+            let perms = if mount.write { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(handle_path(handle), &mount.guest, perms)
+                .map_err(|e| format!("cannot open granted directory {}: {e:#}", mount.host.display()))?;
+            opened.push(mount);
+        }
+        Ok(opened)
+    }
+}
+
+/// Open `beneath` below `base` one plain name at a time, refusing symlinks, `..` and
+/// anything that is not a directory. `None` means `base` itself.
+fn open_beneath(base: BorrowedFd<'_>, beneath: &Path) -> io::Result<Option<OwnedFd>> {
+    let mut dir: Option<OwnedFd> = None;
+    for component in beneath.components() {
+        let Component::Normal(name) = component else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain name"));
+        };
+        let parent = dir.as_ref().map_or(base, AsFd::as_fd);
+        dir = Some(rustix::fs::openat(parent, name, DIR, Mode::empty())?);
+    }
+    Ok(dir)
+}
+
+/// The path naming exactly the directory `handle` holds.
+fn handle_path(handle: BorrowedFd<'_>) -> PathBuf {
+    #[cfg(target_os = "linux")]
+    let dir = "/proc/self/fd";
+    #[cfg(not(target_os = "linux"))]
+    let dir = "/dev/fd";
+    Path::new(dir).join(handle.as_raw_fd().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::DirGrant;
+
+    #[test]
+    fn mounts_are_opened_beneath_grants_without_following_symlinks() {
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("grant/a/b")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::os::unix::fs::symlink("../../outside", base.join("grant/a/link")).unwrap();
+        let grant = base.join("grant");
+        let grants = Grants {
+            dirs: vec![DirGrant { path: grant.clone(), guest: "/g".into(), write: false }],
+            ..Grants::default()
+        };
+        let dirs = GrantDirs::open(&grants).unwrap();
+        assert!(dirs.is_current(&grants));
+        let handle = |beneath: &str| open_beneath(dirs.handles[0].as_fd(), Path::new(beneath));
+        assert!(handle("").unwrap().is_none());
+        assert!(handle("a/b").unwrap().is_some());
+        assert!(handle("a/link").is_err(), "a symlink is never followed");
+        assert!(handle("a/../a").is_err(), "only plain names");
+        // The handle keeps naming the granted directory after it is moved and replaced.
+        std::fs::rename(&grant, base.join("moved")).unwrap();
+        std::os::unix::fs::symlink("outside", &grant).unwrap();
+        assert!(!dirs.is_current(&grants));
+        let seen = std::fs::read_dir(handle_path(dirs.handles[0].as_fd())).unwrap();
+        assert_eq!(seen.map(|e| e.unwrap().file_name()).collect::<Vec<_>>(), vec!["a"]);
+        assert!(GrantDirs::open(&grants).is_err(), "a symlink in place of a grant is refused");
+    }
+}

@@ -1,0 +1,160 @@
+//! Written straight against `capsule:plugin` with no SDK, as an author in any language (or an
+//! attacker) could. What it lists depends on its `MISFIT` environment value, so one component
+//! is every shape of plugin `serve` must refuse (and `capsule check` must refuse the same
+//! way); its tools attack the host through raw WIT calls. Never bundle it.
+
+wit_bindgen::generate!({ world: "plugin", path: "../../../wit" });
+
+use capsule::plugin::host;
+use capsule::plugin::types::{
+    Content, ElicitForm, Error, InputRequest, InputRequired, KeyedInputRequest, RequestContext,
+};
+use exports::capsule::plugin::{completion, prompts, resources, tools};
+
+struct Misfit;
+
+const OBJECT: &str = r#"{"type": "object"}"#;
+
+fn mode() -> String {
+    std::env::var("MISFIT").unwrap_or_default()
+}
+
+fn tool(name: &str, input_schema: &str) -> tools::Tool {
+    tools::Tool {
+        name: name.into(),
+        title: None,
+        description: "misfit".into(),
+        input_schema: input_schema.into(),
+        output_schema: None,
+        annotations: None,
+    }
+}
+
+fn text(text: impl Into<String>) -> tools::CallOutcome {
+    tools::CallOutcome::Complete(tools::ToolResult {
+        content: vec![Content::Text(text.into())],
+        structured_content: None,
+        is_error: false,
+    })
+}
+
+impl tools::Guest for Misfit {
+    fn list() -> Vec<tools::Tool> {
+        match mode().as_str() {
+            "not-json" => vec![tool("x", "{")],
+            "bad-schema" => vec![tool("x", r#"{"type": "object", "properties": {"a": {"type": 7}}}"#)],
+            // Lookaround needs a backtracking engine; plugin patterns must run in linear time.
+            "backtracking-pattern" => {
+                vec![tool(
+                    "x",
+                    r#"{"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=(a+)+b)"}}}"#,
+                )]
+            }
+            "bad-name" => vec![tool("bad name!", OBJECT)],
+            "duplicate" => vec![tool("x", OBJECT), tool("x", OBJECT)],
+            "trap" => panic!("listing fails on purpose"),
+            _ => ["empty_items", "big_log", "random_loop", "oversized_random", "ask_flood", "list_storm"]
+                .into_iter()
+                .map(|name| tool(name, OBJECT))
+                .chain([tool(
+                    "pattern",
+                    r#"{"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}}}"#,
+                )])
+                .collect(),
+        }
+    }
+
+    fn call(name: String, _arguments: String, _context: RequestContext) -> Result<tools::CallOutcome, Error> {
+        match name.as_str() {
+            // Nothing in them, 200,000 of them: each still costs bytes on the wire.
+            "empty_items" => Ok(tools::CallOutcome::Complete(tools::ToolResult {
+                content: (0..200_000).map(|_| Content::Text(String::new())).collect(),
+                structured_content: None,
+                is_error: false,
+            })),
+            "big_log" => {
+                let message = "x".repeat(16 << 20);
+                for _ in 0..4 {
+                    host::log(host::LogLevel::Warning, None, &message);
+                }
+                Ok(text("logged 64 MiB"))
+            }
+            // CPU spent inside host calls, not in guest code.
+            "random_loop" => loop {
+                std::hint::black_box(wasip2::random::random::get_random_bytes(1 << 20));
+            },
+            "oversized_random" => {
+                Ok(text(format!("{} bytes", wasip2::random::random::get_random_bytes(64 << 20).len())))
+            }
+            "ask_flood" => Ok(tools::CallOutcome::InputRequired(InputRequired {
+                requests: (0..10_000)
+                    .map(|i| KeyedInputRequest {
+                        key: format!("k{i}"),
+                        request: InputRequest::ElicitForm(ElicitForm {
+                            message: "again?".into(),
+                            requested_schema: OBJECT.into(),
+                        }),
+                    })
+                    .collect(),
+                state: None,
+            })),
+            "list_storm" => {
+                for _ in 0..1_000 {
+                    host::list_changed(host::ListKind::Tools);
+                }
+                Ok(text("changed 1000 times"))
+            }
+            "pattern" => Ok(text("matched")),
+            other => Err(Error::NotFound(format!("no tool {other}"))),
+        }
+    }
+}
+
+impl resources::Guest for Misfit {
+    fn list() -> Vec<resources::Resource> {
+        Vec::new()
+    }
+
+    fn templates() -> Vec<resources::ResourceTemplate> {
+        // Level 3 (`{?q}`) is not one Capsule can match, so it must be refused at load. The
+        // default has 32 reserved variables: a backtracking matcher explodes on it.
+        let template = match mode().as_str() {
+            "level3-template" => "misfit://search{?q}".to_owned(),
+            _ => format!("misfit://{}!", (1..=32).map(|i| format!("{{+v{i}}}")).collect::<Vec<_>>().join("-")),
+        };
+        vec![resources::ResourceTemplate {
+            uri_template: template,
+            name: "misfit".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+        }]
+    }
+
+    fn read(uri: String, _context: RequestContext) -> Result<resources::ReadOutcome, Error> {
+        Err(Error::NotFound(uri))
+    }
+}
+
+impl prompts::Guest for Misfit {
+    fn list() -> Vec<prompts::Prompt> {
+        Vec::new()
+    }
+
+    fn get(name: String, _: Vec<(String, String)>, _: RequestContext) -> Result<prompts::GetOutcome, Error> {
+        Err(Error::NotFound(name))
+    }
+}
+
+impl completion::Guest for Misfit {
+    fn complete(
+        _: completion::Reference,
+        _: String,
+        _: String,
+        _: Vec<(String, String)>,
+    ) -> Result<completion::Suggestions, Error> {
+        Ok(completion::Suggestions { values: Vec::new(), total: None, has_more: false })
+    }
+}
+
+export!(Misfit);

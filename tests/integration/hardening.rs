@@ -1,0 +1,337 @@
+//! Holes a hostile plugin or client could reach, each closed at its mechanism: mounts opened
+//! beneath grant handles, linear URI matching and capped URIs, `check` judging by `serve`'s
+//! own admission, crash causes in tool errors, and everything a call produces bounded and
+//! charged (the `misfit` test plugin attacks through raw WIT calls).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, SseStream, first_text, plugins, scratch_dir};
+
+/// A secret beside a granted tree: `outside/secret.txt` is under no grant.
+struct Tree {
+    base: PathBuf,
+}
+
+impl Tree {
+    fn new(name: &str) -> Tree {
+        let base = scratch_dir(name).canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::fs::write(base.join("outside/secret.txt"), "MOUNT-SECRET").unwrap();
+        Tree { base }
+    }
+
+    fn dir(&self, relative: &str, file: &str) -> PathBuf {
+        let dir = self.base.join(relative);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(file), "granted").unwrap();
+        dir
+    }
+
+    fn serve(&self, policy: &str) -> Server {
+        let file = self.base.join("capsule.toml");
+        std::fs::write(&file, policy).unwrap();
+        let hostile = plugins().join("testing/hostile.wasm");
+        Server::http(&["--plugin", hostile.to_str().unwrap(), "--config", file.to_str().unwrap(), "--no-watch"])
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.to_str().unwrap().to_owned()
+}
+
+/// Call a tool on a legacy session, answering the host's `roots/list` with `roots`.
+async fn call_with_roots(client: &Client, id: i64, tool: &str, arguments: Value, roots: &[&Path]) -> Value {
+    let call =
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let mut stream = client.stream(&call).await;
+    loop {
+        let message = stream.next_message().await.expect("a message on the call's stream");
+        if message["method"] == "roots/list" {
+            let roots: Vec<Value> = roots.iter().map(|r| json!({"uri": format!("file://{}", r.display())})).collect();
+            let answer = client.post(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}})).await;
+            assert!(answer.status < 300, "roots answer: {} {}", answer.status, answer.body);
+        } else if message["id"] == id {
+            return message["result"].clone();
+        }
+    }
+}
+
+/// A plugin with a writable grant that contains a second grant swaps the inner directory for
+/// `inner -> ../outside`; the next call must still see the directory that was granted.
+#[tokio::test]
+async fn a_nested_grant_cannot_be_swapped_for_a_symlink() {
+    let tree = Tree::new("nested-grant");
+    let outer = tree.dir("outer", "outer.txt");
+    let inner = tree.dir("outer/inner", "inner.txt");
+    let server = tree.serve(&format!(
+        "[plugins.hostile]\ndirs = [{{ path = {:?}, write = true }}, {{ path = {:?} }}]\n",
+        outer.display(),
+        inner.display()
+    ));
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+    let call = async |id, tool: &str, arguments: Value| {
+        client.request(id, "tools/call", json!({"name": tool, "arguments": arguments})).await["result"].clone()
+    };
+    let planted = call(1, "plant_symlink", json!({"dir": path(&outer), "name": "inner", "target": "../outside"})).await;
+    assert_eq!(planted["isError"], false, "the swap itself is allowed inside a writable mount: {planted}");
+    let listing = call(2, "list_path", json!({"path": path(&inner)})).await;
+    assert!(!first_text(&listing).contains("secret.txt"), "the inner mount followed the planted symlink: {listing}");
+    assert!(first_text(&listing).contains("inner.txt"), "the inner grant is the directory granted: {listing}");
+    let read = call(3, "read_path", json!({"path": format!("{}/secret.txt", inner.display())})).await;
+    assert!(!read.to_string().contains("MOUNT-SECRET"), "{read}");
+}
+
+/// The same swap between nested client roots: a legacy session's roots are resolved once, so
+/// the host must open a root beneath its grant without following symlinks on every call.
+#[tokio::test]
+async fn a_nested_root_cannot_be_swapped_for_a_symlink() {
+    let tree = Tree::new("nested-roots");
+    let grant = tree.dir("g", "g.txt");
+    let a = tree.dir("g/a", "a.txt");
+    let b = tree.dir("g/a/b", "b.txt");
+    let server = tree.serve(&format!(
+        "[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?}, write = true }}]\n",
+        grant.display()
+    ));
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({"roots": {"listChanged": true}})).await;
+    let roots = [a.as_path(), b.as_path()];
+    let before = call_with_roots(&client, 1, "list_path", json!({"path": path(&b)}), &roots).await;
+    assert!(first_text(&before).contains("b.txt"), "the nested root is visible: {before}");
+    let planted = call_with_roots(
+        &client,
+        2,
+        "plant_symlink",
+        json!({"dir": path(&a), "name": "b", "target": "../../outside"}),
+        &roots,
+    )
+    .await;
+    assert_eq!(planted["isError"], false, "{planted}");
+    let after = call_with_roots(&client, 3, "list_path", json!({"path": path(&b)}), &roots).await;
+    assert!(!first_text(&after).contains("secret.txt"), "the nested root followed the planted symlink: {after}");
+    let read =
+        call_with_roots(&client, 4, "read_path", json!({"path": format!("{}/secret.txt", b.display())}), &roots).await;
+    assert!(!read.to_string().contains("MOUNT-SECRET"), "{read}");
+}
+
+fn misfit() -> PathBuf {
+    plugins().join("testing/misfit.wasm")
+}
+
+/// A policy for `misfit` in `dir`: its `MISFIT` mode and extra entries.
+fn misfit_policy(dir: &Path, mode: &str, extra: &str) -> PathBuf {
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.misfit]\nenv = {{ MISFIT = {mode:?} }}\n{extra}")).unwrap();
+    policy
+}
+
+fn serve_misfit(policy: &Path) -> Server {
+    Server::http(&["--plugin", misfit().to_str().unwrap(), "--config", policy.to_str().unwrap()])
+}
+
+/// `capsule check` refuses exactly what `serve` refuses, for every shape of misfit, saying
+/// why and exiting 1; a plugin that loads exits 0. `--json` says the same.
+#[tokio::test]
+async fn check_and_serve_agree() {
+    let dir = scratch_dir("check-agrees");
+    let cases = [
+        ("", "", None),
+        ("not-json", "", Some("not JSON")),
+        ("bad-schema", "", Some("input schema is invalid")),
+        ("backtracking-pattern", "", Some("input schema is invalid")),
+        ("bad-name", "", Some("tool name \"bad name!\" is invalid")),
+        ("duplicate", "", Some("tool \"x\" is provided by both plugin misfit and plugin misfit")),
+        ("trap", "", Some("listing fails on purpose")),
+        ("level3-template", "", Some("operator `?`")),
+        ("", "limits = { memory_mib = 1 }\n", Some("memory limit")),
+    ];
+    for (mode, extra, refusal) in cases {
+        let policy = misfit_policy(&dir, mode, extra);
+        let check = |json: bool| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_capsule"));
+            command.args(["check", "--config", policy.to_str().unwrap(), misfit().to_str().unwrap()]);
+            if json {
+                command.arg("--json");
+            }
+            command.output().unwrap()
+        };
+        let (text, json) = (check(false), check(true));
+        let report = String::from_utf8_lossy(&text.stdout);
+        let parsed: Value = serde_json::from_slice(&json.stdout).expect("--json prints JSON");
+        let server = serve_misfit(&policy);
+        let mut client = Client::new(&server.url);
+        client.initialize("2025-11-25", json!({})).await;
+        let tools = client.request(1, "tools/list", json!({})).await["result"]["tools"].clone();
+        let served = tools.as_array().is_some_and(|t| !t.is_empty());
+        match refusal {
+            None => {
+                assert_eq!((text.status.code(), json.status.code()), (Some(0), Some(0)), "{mode}: {report}");
+                assert!(report.contains("verdict: loads") && report.contains("empty_items"), "{report}");
+                assert_eq!(parsed["verdict"], "loads", "{parsed}");
+                assert!(served, "{mode}: check says it loads, so serve must serve it: {tools}");
+            }
+            Some(reason) => {
+                assert_eq!((text.status.code(), json.status.code()), (Some(1), Some(1)), "{mode}: {report}");
+                assert!(report.contains("verdict: refused") && report.contains(reason), "{mode} {extra}: {report}");
+                assert_eq!(parsed["verdict"], "refused", "{parsed}");
+                assert!(parsed["reason"].as_str().unwrap().contains(reason), "{parsed}");
+                assert!(!served, "{mode} {extra}: check refuses it, so serve must not serve it: {tools}");
+                assert!(server.wait_for_log(reason).contains(reason), "serve's log says why: {}", server.log());
+            }
+        }
+    }
+    let missing = Command::new(env!("CARGO_BIN_EXE_capsule")).args(["check", "/nonexistent.wasm"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2), "a check that cannot run exits 2");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Matching a URI against a template with 32 reserved variables, at the URI cap, takes
+/// milliseconds (a backtracking matcher never finishes); a 4 MiB URI is refused before any
+/// matching, on every request that carries one.
+#[tokio::test]
+async fn uri_matching_is_linear_and_uris_are_capped() {
+    let dir = scratch_dir("uri-cap");
+    let server = serve_misfit(&misfit_policy(&dir, "", ""));
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let near_miss = format!("misfit://{}", "a-".repeat(8 << 10 >> 1));
+    let started = Instant::now();
+    let missed = client.request(1, "resources/read", json!({"uri": near_miss})).await;
+    assert_eq!(missed["error"]["code"], -32002, "{missed}");
+    let matched = format!("misfit://{}!", vec!["a"; 32].join("-"));
+    let read = client.request(2, "resources/read", json!({"uri": matched})).await;
+    assert_eq!(read["error"]["code"], -32002, "the template matched and the plugin said not found: {read}");
+    assert!(started.elapsed() < Duration::from_secs(2), "matching took {:?}", started.elapsed());
+
+    // As long as the 4 MiB body limit lets through.
+    let huge = format!("misfit://{}", "a".repeat((4 << 20) - 4096));
+    let requests = [
+        ("resources/read", json!({"uri": huge})),
+        ("resources/subscribe", json!({"uri": huge})),
+        ("resources/unsubscribe", json!({"uri": huge})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": huge}, "argument": {"name": "a", "value": ""}}),
+        ),
+    ];
+    for (id, (method, params)) in (3..).zip(requests) {
+        let started = Instant::now();
+        let refused = client.request(id, method, params).await;
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {}", &refused.to_string()[..200]);
+        assert!(refused["error"]["message"].as_str().unwrap().contains("the limit is 16384 bytes"), "{method}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{method} took {:?}", started.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The next message on `stream`, or `None` once it has been quiet for `quiet`.
+async fn next_within(stream: &mut SseStream, quiet: Duration) -> Option<Value> {
+    tokio::time::timeout(quiet, stream.next_message()).await.ok().flatten()
+}
+
+/// Raw WIT attacks: empty items, huge log messages, CPU burnt inside host calls, thousands of
+/// input requests in one round, a list-change storm, and a pattern built to backtrack. Each
+/// is bounded and charged to the call that made it.
+#[tokio::test]
+async fn everything_a_call_produces_is_bounded_and_charged() {
+    let dir = scratch_dir("charged");
+    let server = serve_misfit(&misfit_policy(&dir, "", "limits = { cpu_ms = 500, timeout_ms = 20000 }\n"));
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({"elicitation": {}})).await;
+    let call = async |id, tool: &str, arguments: Value| {
+        client.request(id, "tools/call", json!({"name": tool, "arguments": arguments})).await["result"].clone()
+    };
+
+    let empty = call(1, "empty_items", json!({})).await;
+    assert!(empty["isError"] == true && first_text(&empty).contains("exceeds its output limit"), "{empty}");
+
+    let started = Instant::now();
+    let burnt = call(2, "random_loop", json!({})).await;
+    assert!(burnt["isError"] == true && first_text(&burnt).contains("CPU deadline of 500ms"), "{burnt}");
+    assert!(started.elapsed() < Duration::from_secs(10), "stopped by the wall clock, not the CPU deadline");
+    let oversized = call(3, "oversized_random", json!({})).await;
+    assert!(oversized["isError"] == true && first_text(&oversized).contains("exceeds limit"), "{oversized}");
+
+    let flood = call(4, "ask_flood", json!({})).await;
+    assert!(flood["isError"] == true && first_text(&flood).contains("at most 16 are allowed"), "{flood}");
+
+    let started = Instant::now();
+    let pattern = call(5, "pattern", json!({"word": format!("{}!", "a".repeat(30_000))})).await;
+    assert!(pattern["isError"] == true && first_text(&pattern).contains("Invalid arguments"), "{pattern}");
+    assert!(started.elapsed() < Duration::from_secs(2), "validation took {:?}", started.elapsed());
+
+    // Log messages: each capped, all of them together charged against the output limit.
+    let level = client.request(6, "logging/setLevel", json!({"level": "debug"})).await;
+    assert!(level.get("result").is_some(), "{level}");
+    // A legacy session hears them on its GET stream.
+    let mut stream = client.listen_legacy().await;
+    assert_eq!(first_text(&call(7, "big_log", json!({})).await), "logged 64 MiB");
+    let (mut logged, mut bytes) = (0, 0);
+    while let Some(message) = next_within(&mut stream, Duration::from_secs(2)).await {
+        let size = message["params"]["data"].as_str().map_or(0, str::len);
+        assert!(size <= (64 << 10) + 8, "a log message of {size} bytes");
+        (logged, bytes) = (logged + 1, bytes + size);
+    }
+    assert!(logged >= 1 && bytes <= 4 << 20, "{logged} messages, {bytes} bytes");
+
+    // A thousand list-changed calls from one call reach another session once.
+    let mut other = Client::new(&server.url);
+    other.initialize("2025-06-18", json!({})).await;
+    let mut listening = other.listen_legacy().await;
+    let storm = call(8, "list_storm", json!({})).await;
+    assert_eq!(first_text(&storm), "changed 1000 times");
+    let mut heard = 0;
+    while let Some(message) = next_within(&mut listening, Duration::from_millis(1500)).await {
+        heard += usize::from(message["method"] == "notifications/tools/list_changed");
+    }
+    assert!(heard <= 1, "one call's storm reached another session {heard} times");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A crash explains itself to the caller: the guest's panic message is in the tool error,
+/// and the call's whole stderr is one record in the server's log.
+#[tokio::test]
+async fn a_crash_tells_the_caller_why() {
+    let hostile = plugins().join("testing/hostile.wasm");
+    let server = Server::http(&["--plugin", hostile.to_str().unwrap(), "--no-watch"]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let crashed = client.request(1, "tools/call", json!({"name": "crash", "arguments": {}})).await["result"].clone();
+    assert_eq!(crashed["isError"], true, "{crashed}");
+    let text = first_text(&crashed);
+    assert!(text.contains("it aborted") && text.contains("this plugin panics on purpose"), "{text}");
+    let log = server.wait_for_log("its stderr:");
+    let record = log.lines().find(|l| l.contains("plugin call failed")).expect("the failure is logged");
+    assert!(record.contains("its stderr:"), "stderr belongs to the failure's record: {log}");
+}
+
+/// A new file whose tool collides with a serving plugin's (and sorts first) is refused; the
+/// incumbent keeps answering.
+#[tokio::test]
+async fn a_new_plugin_cannot_take_over_a_serving_one() {
+    let dir = scratch_dir("no-hijack");
+    std::fs::copy(plugins().join("testing/swap-a.wasm"), dir.join("zz.wasm")).unwrap();
+    let server = Server::http(&["--plugins", dir.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let whoami = async |id| {
+        first_text(&client.request(id, "tools/call", json!({"name": "whoami", "arguments": {}})).await["result"])
+    };
+    assert_eq!(whoami(1).await, "a");
+    std::fs::copy(plugins().join("testing/swap-b.wasm"), dir.join("aa.wasm")).unwrap();
+    let log = server.wait_for_log("plugin aa (sha256");
+    assert!(log.contains("tool \"whoami\" is provided by both plugin zz and plugin aa"), "{log}");
+    assert_eq!(whoami(2).await, "a", "the newcomer took over the serving plugin's tool");
+    let _ = std::fs::remove_dir_all(dir);
+}
