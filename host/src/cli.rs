@@ -79,29 +79,44 @@ struct ServeArgs {
     state_key_file: Option<PathBuf>,
 }
 
+/// A day in milliseconds: the longest CPU deadline or call timeout.
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// A body limit from 1 KiB to 1 GiB.
+fn body_bytes(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|e| format!("{e}"))?;
+    (1 << 10..=1 << 30).contains(&value).then_some(value).ok_or_else(|| "must be from 1024 to 1073741824".into())
+}
+
+/// A session cap from 1 to a million.
+fn sessions(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|e| format!("{e}"))?;
+    (1..=1_000_000).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 1000000".into())
+}
+
 #[derive(Debug, Args)]
 struct LimitArgs {
     /// Default linear memory per plugin call, in MiB [default: 64].
-    #[arg(long, value_name = "MiB")]
+    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=4096))]
     memory_limit: Option<u64>,
     /// Default CPU time per plugin call, in milliseconds [default: 5000].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=DAY_MS))]
     cpu_deadline: Option<u64>,
     /// Default wall-clock time per plugin call, in milliseconds [default: 30000].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=DAY_MS))]
     call_timeout: Option<u64>,
     /// Default number of calls one plugin may run at once [default: 32].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: Option<u32>,
     /// Default size of one call's result, in KiB [default: 4096].
-    #[arg(long, value_name = "KiB")]
+    #[arg(long, value_name = "KiB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_output: Option<u64>,
     /// The most memory any plugin may be granted, in MiB; fixed for the server's lifetime
     /// [default: the largest limit in the policy at start].
-    #[arg(long, value_name = "MiB")]
+    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_memory: Option<u64>,
     /// Plugin instances alive at once, across all plugins.
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_instances: u32,
     /// Keep compiled plugins here, keyed by content hash (default: $XDG_CACHE_HOME/capsule or
     /// ~/.cache/capsule). The directory is made private to this user.
@@ -138,10 +153,10 @@ struct AdminArgs {
 #[derive(Debug, Args)]
 struct HttpArgs {
     /// Largest HTTP request body, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = body_bytes)]
     max_body_bytes: usize,
     /// Live legacy (initialize-based) sessions allowed at once.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = sessions)]
     max_sessions: usize,
     /// Accept this Host header value too (repeatable; loopback names are always accepted).
     #[arg(long = "allow-host", value_name = "HOST")]

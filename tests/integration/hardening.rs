@@ -335,3 +335,40 @@ async fn a_new_plugin_cannot_take_over_a_serving_one() {
     assert_eq!(whoami(2).await, "a", "the newcomer took over the serving plugin's tool");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Concurrent `initialize`s cannot all slip past the session cap.
+#[tokio::test]
+async fn concurrent_initializes_respect_the_session_cap() {
+    let server = Server::http(&["--max-sessions", "3", "--no-watch"]);
+    let attempts = (0..40).map(|_| {
+        let client = Client::new(&server.url);
+        tokio::spawn(async move {
+            client
+                .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "capsule-tests", "version": "1"}}}))
+                .await
+                .status
+        })
+    });
+    let statuses: Vec<u16> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+    let admitted = statuses.iter().filter(|&&s| s == 200).count();
+    assert!(admitted <= 3, "{admitted} sessions admitted under a cap of 3: {statuses:?}");
+    assert!(admitted >= 1 && statuses.iter().all(|&s| s == 200 || s == 503), "{statuses:?}");
+}
+
+/// Operator numbers that would overflow once converted to bytes are configuration errors.
+#[test]
+fn out_of_range_limits_are_refused() {
+    for flags in [
+        ["--memory-limit", "18014398509481984"],
+        ["--max-memory", "4097"],
+        ["--max-output", "18014398509481984"],
+        ["--max-instances", "4294967295"],
+        ["--cpu-deadline", "0"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_capsule")).arg("serve").args(flags).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{flags:?} must be refused");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("invalid value"), "{flags:?}");
+    }
+}

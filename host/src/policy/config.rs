@@ -100,8 +100,9 @@ impl Policy {
     pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
         let file: File =
             toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
-        let defaults = base.with(&file.limits).with(flags);
-        defaults.check().map_err(|message| PolicyError::Limits { path: path.into(), message })?;
+        let limits_error = |message| PolicyError::Limits { path: path.into(), message };
+        let defaults = base.with(&file.limits).map_err(limits_error)?.with(flags).map_err(PolicyError::Flags)?;
+        defaults.check().map_err(limits_error)?;
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
         for (name, entry) in file.plugins {
@@ -187,7 +188,7 @@ impl PluginEntry {
             };
             secrets.push((name, Secret(value)));
         }
-        let limits = defaults.with(&self.limits);
+        let limits = defaults.with(&self.limits).map_err(|e| format!("limits: {e}"))?;
         limits.check().map_err(|e| format!("limits: {e}"))?;
         Ok(Grants { dirs, roots: self.roots, network, tcp, env: self.env.into_iter().collect(), secrets, limits })
     }
@@ -267,6 +268,21 @@ mod tests {
         let a = policy.grants("a").limits;
         assert_eq!((a.memory, a.cpu.as_millis(), a.concurrency), (32 << 20, 50, 2));
         assert!(parse("[plugins.a.limits]\nconcurrency = 0").is_err());
+    }
+
+    #[test]
+    fn limits_that_would_overflow_are_errors() {
+        for text in [
+            "[limits]\nmemory_mib = 18014398509481984",
+            "[limits]\noutput_kib = 18014398509481984",
+            "[plugins.a.limits]\nmemory_mib = 4097",
+            "[plugins.a.limits]\ncpu_ms = 18446744073709551615",
+            "[limits]\ntimeout_ms = 0",
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains("out of range"), "{text}: {error}");
+        }
+        assert_eq!(parse("[limits]\nmemory_mib = 4096").unwrap().max_memory(), 4 << 30);
     }
 
     #[test]

@@ -122,16 +122,41 @@ pub struct LimitOverrides {
     pub output_kib: Option<u64>,
 }
 
+/// The largest memory limit: a 32-bit linear memory holds at most 4 GiB.
+pub const MAX_MEMORY_MIB: u64 = 4096;
+/// The largest output limit, 1 GiB.
+const MAX_OUTPUT_KIB: u64 = 1 << 20;
+/// The longest CPU deadline or wall-clock timeout, a day.
+const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
+
+/// `value` if it lies in `1..=max`, else why not (`name` as the operator wrote it).
+pub fn in_range(name: &str, value: u64, max: u64) -> Result<u64, String> {
+    if (1..=max).contains(&value) { Ok(value) } else { Err(format!("{name} = {value} is out of range (1 to {max})")) }
+}
+
 impl Limits {
-    /// These limits with `overrides` applied.
-    pub fn with(self, overrides: &LimitOverrides) -> Limits {
-        Limits {
-            memory: overrides.memory_mib.map_or(self.memory, |m| (m as usize) << 20),
-            cpu: overrides.cpu_ms.map_or(self.cpu, Duration::from_millis),
-            timeout: overrides.timeout_ms.map_or(self.timeout, Duration::from_millis),
+    /// These limits with `overrides` applied; an override out of range (one that would
+    /// overflow once converted to bytes, say) is an error, never a wrapped number.
+    pub fn with(self, overrides: &LimitOverrides) -> Result<Limits, String> {
+        Ok(Limits {
+            memory: match overrides.memory_mib {
+                Some(m) => (in_range("memory_mib", m, MAX_MEMORY_MIB)? as usize) << 20,
+                None => self.memory,
+            },
+            cpu: match overrides.cpu_ms {
+                Some(ms) => Duration::from_millis(in_range("cpu_ms", ms, MAX_MILLIS)?),
+                None => self.cpu,
+            },
+            timeout: match overrides.timeout_ms {
+                Some(ms) => Duration::from_millis(in_range("timeout_ms", ms, MAX_MILLIS)?),
+                None => self.timeout,
+            },
             concurrency: overrides.concurrency.unwrap_or(self.concurrency),
-            output: overrides.output_kib.map_or(self.output, |k| (k as usize) << 10),
-        }
+            output: match overrides.output_kib {
+                Some(k) => (in_range("output_kib", k, MAX_OUTPUT_KIB)? as usize) << 10,
+                None => self.output,
+            },
+        })
     }
 
     /// Why these limits cannot work, if they cannot.

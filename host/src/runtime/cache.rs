@@ -45,13 +45,23 @@ pub fn digest(bytes: &[u8]) -> String {
 
 impl CompileCache {
     /// Use `dir`, creating it readable by this user only: whatever is in it is loaded as
-    /// machine code, so nobody else may write there.
+    /// machine code, so nobody else may write there. A directory that is a symlink, or that
+    /// belongs to another user, is refused.
     pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<CompileCache> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
         #[cfg(unix)]
         {
-            use std::os::unix::fs::PermissionsExt;
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+            let meta = std::fs::symlink_metadata(&dir)?;
+            if !meta.is_dir() {
+                return Err(refuse(format!("{} is a symlink or not a directory", dir.display())));
+            }
+            if meta.uid() != rustix::process::geteuid().as_raw() {
+                return Err(refuse(format!("{} belongs to another user (uid {})", dir.display(), meta.uid())));
+            }
+            // Ours: make sure nobody else can write (or read) it.
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         }
         Ok(CompileCache { dir })
@@ -75,7 +85,8 @@ impl CompileCache {
     /// The cached compilation of the component with this [`digest`], if there is a usable one.
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
-        if !path.exists() {
+        // Only a plain file is loaded: never one a symlink leads to.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file()) {
             return None;
         }
         // SAFETY: the file was written by `store` below, into a directory only this user can
@@ -103,6 +114,38 @@ impl CompileCache {
         });
         if let Err(e) = result {
             tracing::warn!("could not write compile cache entry {}: {e}", path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_directory_must_be_ours_and_real() {
+        let base = tempfile::tempdir().unwrap();
+        let real = base.path().join("real");
+        let cache = CompileCache::open(&real).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o700);
+            let link = base.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            assert!(CompileCache::open(&link).is_err(), "a symlinked cache directory is refused");
+            if rustix::process::geteuid().is_root() {
+                let theirs = base.path().join("theirs");
+                std::fs::create_dir(&theirs).unwrap();
+                std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+                let error = CompileCache::open(&theirs).unwrap_err().to_string();
+                assert!(error.contains("belongs to another user"), "{error}");
+            }
+            // An entry that is a symlink is never loaded.
+            let engine = Engine::default();
+            let entry = cache.path(&engine, "abc");
+            std::os::unix::fs::symlink("/etc/passwd", &entry).unwrap();
+            assert!(cache.load(&engine, "abc").is_none());
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -60,6 +61,18 @@ struct Guard {
     service: StreamableHttpService<CapsuleServer, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     options: HttpOptions,
+    /// `initialize` requests admitted and not yet answered: counted with the live sessions,
+    /// so concurrent ones cannot all pass the cap.
+    initializing: AtomicUsize,
+}
+
+/// One admitted `initialize`, counted until its response is built (its session exists then).
+struct Initializing<'a>(&'a AtomicUsize);
+
+impl Drop for Initializing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The axum router serving MCP at `/mcp`.
@@ -82,7 +95,7 @@ pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationT
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(shutdown);
     let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
-    let guard = Arc::new(Guard { service: service.clone(), sessions, options });
+    let guard = Arc::new(Guard { service: service.clone(), sessions, options, initializing: AtomicUsize::new(0) });
     Router::new().route_service("/mcp", service).layer(middleware::from_fn_with_state(guard, self::guard))
 }
 
@@ -150,17 +163,26 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         Ok(jsonrpc::Incoming::Batch(items)) => return batch(&guard, parts, &items).await,
         Err(error) => return json_response(StatusCode::BAD_REQUEST, &error),
     };
-    if envelope.method == Some("initialize") {
+    let _initializing = if envelope.method == Some("initialize") {
+        // Reserve first, then count: two initializes racing each see the other.
+        let admitted = Initializing(&guard.initializing);
+        let pending = guard.initializing.fetch_add(1, Ordering::SeqCst) + 1;
         let live = guard.sessions.sessions.read().await.len();
-        if live >= guard.options.max_sessions {
+        if live + pending > guard.options.max_sessions {
             return jsonrpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 envelope.id.unwrap_or(Value::Null),
                 -32000,
-                format!("the server has reached its limit of {live} live sessions; try again later"),
+                format!(
+                    "the server has reached its limit of {} live sessions; try again later",
+                    guard.options.max_sessions
+                ),
             );
         }
-    }
+        Some(admitted)
+    } else {
+        None
+    };
     let id = envelope.id;
     let is_json = parts
         .headers
