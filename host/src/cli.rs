@@ -182,7 +182,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Twice as many workers as cores: plugin calls compute on the workers (yielding every
+    // epoch tick), so with one worker per core a few spinning plugins hold them all and every
+    // other request waits for a tick. With spare workers the kernel time-slices, and a worker
+    // woken by a request preempts a spinning one (the bench's battery row measures this).
+    let workers = std::thread::available_parallelism().map_or(2, usize::from).max(2) * 2;
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");
