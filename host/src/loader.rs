@@ -177,7 +177,52 @@ impl Loader {
         let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
         let (catalog, plugins) = build(&runtime, found, &policy, &Catalog::default()).await;
         let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
-        Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) })
+        let loader =
+            Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) });
+        let relister = loader.clone();
+        tokio::spawn(async move {
+            loop {
+                let names = relister.shared.relists().next().await;
+                relister.relist(&names).await;
+            }
+        });
+        loader
+    }
+
+    /// Read the lists of the plugins `names` again (they said a list changed) and swap the
+    /// result in; clients hear only of lists that really changed. A plugin whose lists can no
+    /// longer be read, or now collide, keeps the lists it had.
+    async fn relist(&self, names: &BTreeSet<String>) {
+        let mut state = self.state.lock().await;
+        let old = self.shared.catalog();
+        let mut offerings = old.offerings().to_vec();
+        for offered in offerings.iter_mut().filter(|o| names.contains(o.plugin().name())) {
+            let fresh = match offered.plugin().relisted().await {
+                Ok(plugin) => offerings_of(Arc::new(plugin), &old).await,
+                Err(e) => Err(e.to_string()),
+            };
+            match fresh {
+                Ok(fresh) => *offered = fresh,
+                Err(e) => tracing::error!("plugin {}: reading its lists again failed: {e}", offered.plugin().name()),
+            }
+        }
+        let new = match Catalog::build(offerings) {
+            Ok(new) => new,
+            Err(e) => {
+                tracing::error!("plugin lists read again cannot be served together: {e}; keeping the lists in force");
+                return;
+            }
+        };
+        for status in state.plugins.iter_mut().filter(|s| names.contains(&s.name)) {
+            if let Some(plugin) = new.plugins().iter().find(|p| p.name() == status.name) {
+                status.serving = Some(Version::of(plugin));
+            }
+        }
+        let changed = changed_lists(&old, &new);
+        self.shared.swap_catalog(new);
+        for kind in changed {
+            self.shared.list_changed(kind).await;
+        }
     }
 
     /// What every connection shares.

@@ -2,14 +2,23 @@
 
 use std::sync::Mutex;
 
-use crate::support::{Server, plugins, run_script, shared_tool};
+use crate::support::{Server, plugins, run_script, scratch_dir, shared_tool};
 
 /// The suite runs install into shared caches and load both cores: one at a time.
 static SUITE: Mutex<()> = Mutex::new(());
 
 fn run(env: &[(&str, &str)], args: &[&str]) -> String {
     let _one_at_a_time = SUITE.lock().unwrap_or_else(|e| e.into_inner());
-    let server = Server::http(&["--plugins", &plugins().display().to_string()]);
+    // The conformance plugin's list-change triggers toggle markers in a granted directory,
+    // so its lists really change (the host tells clients only of real changes).
+    let state = scratch_dir("conformance-state");
+    let policy = state.join("capsule.toml");
+    std::fs::write(
+        &policy,
+        format!("[plugins.conformance]\ndirs = [{{ path = {state:?}, guest = \"/state\", write = true }}]\n"),
+    )
+    .unwrap();
+    let server = Server::http(&["--plugins", &plugins().display().to_string(), "--config", policy.to_str().unwrap()]);
     let mut all = vec![server.url.as_str()];
     all.extend_from_slice(args);
     let (_, output) = run_script(&shared_tool("conformance.sh"), &all, env);

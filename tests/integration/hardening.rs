@@ -130,13 +130,13 @@ fn misfit() -> PathBuf {
 }
 
 /// A policy for `misfit` in `dir`: its `MISFIT` mode and extra entries.
-fn misfit_policy(dir: &Path, mode: &str, extra: &str) -> PathBuf {
+pub fn misfit_policy(dir: &Path, mode: &str, extra: &str) -> PathBuf {
     let policy = dir.join("capsule.toml");
     std::fs::write(&policy, format!("[plugins.misfit]\nenv = {{ MISFIT = {mode:?} }}\n{extra}")).unwrap();
     policy
 }
 
-fn serve_misfit(policy: &Path) -> Server {
+pub fn serve_misfit(policy: &Path) -> Server {
     Server::http(&["--plugin", misfit().to_str().unwrap(), "--config", policy.to_str().unwrap()])
 }
 
@@ -285,7 +285,8 @@ async fn everything_a_call_produces_is_bounded_and_charged() {
     }
     assert!(logged >= 1 && bytes <= 4 << 20, "{logged} messages, {bytes} bytes");
 
-    // A thousand list-changed calls from one call reach another session once.
+    // A thousand list-changed calls from one call, and no list really changed: the plugin's
+    // lists are read again once, and no session hears anything.
     let mut other = Client::new(&server.url);
     other.initialize("2025-06-18", json!({})).await;
     let mut listening = other.listen_legacy().await;
@@ -295,7 +296,7 @@ async fn everything_a_call_produces_is_bounded_and_charged() {
     while let Some(message) = next_within(&mut listening, Duration::from_millis(1500)).await {
         heard += usize::from(message["method"] == "notifications/tools/list_changed");
     }
-    assert!(heard <= 1, "one call's storm reached another session {heard} times");
+    assert_eq!(heard, 0, "one call's storm reached another session {heard} times");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -371,4 +372,33 @@ fn out_of_range_limits_are_refused() {
         assert_eq!(output.status.code(), Some(2), "{flags:?} must be refused");
         assert!(String::from_utf8_lossy(&output.stderr).contains("invalid value"), "{flags:?}");
     }
+}
+
+/// `host.list-changed` makes the host read the plugin's lists again: a tool the plugin added
+/// is served, and other sessions hear of it once.
+#[tokio::test]
+async fn list_changed_reads_the_lists_again() {
+    let dir = scratch_dir("relist");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let grant = format!("dirs = [{{ path = {:?}, guest = \"/state\", write = true }}]\n", dir.join("state"));
+    let server = serve_misfit(&misfit_policy(&dir, "", &grant));
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+    let mut other = Client::new(&server.url);
+    other.initialize("2025-06-18", json!({})).await;
+    let mut listening = other.listen_legacy().await;
+    let names = async |id| -> Vec<String> {
+        let tools = client.request(id, "tools/list", json!({})).await["result"]["tools"].clone();
+        tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert!(!names(1).await.contains(&"added".to_owned()));
+    let added = client.request(2, "tools/call", json!({"name": "add_tool", "arguments": {}})).await;
+    assert_eq!(first_text(&added["result"]), "added a tool", "{added}");
+    let mut heard = 0;
+    while let Some(message) = next_within(&mut listening, Duration::from_millis(1500)).await {
+        heard += usize::from(message["method"] == "notifications/tools/list_changed");
+    }
+    assert_eq!(heard, 1, "the other session hears of the change once");
+    assert!(names(3).await.contains(&"added".to_owned()), "the added tool is served");
+    let _ = std::fs::remove_dir_all(dir);
 }

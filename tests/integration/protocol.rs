@@ -234,9 +234,14 @@ async fn legacy_sessions_get_real_server_requests() {
     assert_eq!(first_text(&response["result"]), "Roots: file:///tmp/project", "{response}");
 }
 
+/// A plugin that really changes its tool list (misfit's `add_tool`) is heard on
+/// `subscriptions/listen` streams.
 #[tokio::test]
 async fn plugin_list_changes_reach_listen_streams() {
-    let server = server();
+    let dir = crate::support::scratch_dir("listen-relist");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let grant = format!("dirs = [{{ path = {:?}, guest = \"/state\", write = true }}]\n", dir.join("state"));
+    let server = crate::hardening::serve_misfit(&crate::hardening::misfit_policy(&dir, "", &grant));
     let client = Client::new(&server.url);
     let listen = {
         let client = client.clone();
@@ -270,13 +275,13 @@ async fn plugin_list_changes_reach_listen_streams() {
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let trigger =
-        client.modern(1, "tools/call", json!({"name": "test_trigger_tool_change", "arguments": {}}), json!({})).await;
-    assert_eq!(first_text(&trigger.response(1)["result"]), "Tool list change notified");
+    let trigger = client.modern(1, "tools/call", json!({"name": "add_tool", "arguments": {}}), json!({})).await;
+    assert_eq!(first_text(&trigger.response(1)["result"]), "added a tool");
     let seen = listen.await.unwrap();
     assert!(seen.contains("notifications/subscriptions/acknowledged"), "{seen}");
     assert!(seen.contains("notifications/tools/list_changed"), "{seen}");
     assert!(seen.contains("io.modelcontextprotocol/subscriptionId"), "{seen}");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Hot swap: a watched directory gains, breaks and loses plugins while the server runs.

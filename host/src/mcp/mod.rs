@@ -62,12 +62,49 @@ pub struct Shared {
     catalog: ArcSwap<Catalog>,
     sessions: Arc<Sessions>,
     codec: StateCodec,
+    relists: Relists,
+}
+
+/// Plugins that said one of their lists changed, waiting for whoever builds catalogs (the
+/// loader) to read their lists again. A set, so a storm of requests is one relist.
+#[derive(Default)]
+pub struct Relists {
+    pending: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    ready: tokio::sync::Notify,
+}
+
+impl Relists {
+    fn request(&self, plugin: &str) {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(plugin.to_owned());
+        self.ready.notify_one();
+    }
+
+    /// Wait for requests, then take every plugin named since the last call.
+    pub async fn next(&self) -> std::collections::BTreeSet<String> {
+        loop {
+            let taken = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+            if !taken.is_empty() {
+                return taken;
+            }
+            self.ready.notified().await;
+        }
+    }
 }
 
 impl Shared {
     /// Serve `catalog`, sealing request state with `codec`.
     pub fn new(catalog: Catalog, codec: StateCodec) -> Arc<Self> {
-        Arc::new(Shared { catalog: ArcSwap::from_pointee(catalog), sessions: Arc::default(), codec })
+        Arc::new(Shared {
+            catalog: ArcSwap::from_pointee(catalog),
+            sessions: Arc::default(),
+            codec,
+            relists: Relists::default(),
+        })
+    }
+
+    /// Plugins waiting to have their lists read again.
+    pub fn relists(&self) -> &Relists {
+        &self.relists
     }
 
     /// The catalog in force. A request keeps the one it started with.
@@ -306,10 +343,10 @@ impl CapsuleServer {
             }
         };
         let (result, ()) = tokio::join!(work, forward);
-        // Announced once per list, off the call's path: a slow client must not delay it.
-        for kind in changed.lists() {
-            let shared = self.shared.clone();
-            tokio::spawn(async move { shared.list_changed(kind).await });
+        // The plugin's lists are read again off the call's path, once however often it asked;
+        // clients hear of the lists that really changed.
+        if !changed.lists().is_empty() {
+            self.shared.relists.request(plugin.name());
         }
         result
     }

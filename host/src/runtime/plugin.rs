@@ -164,6 +164,29 @@ impl Plugin {
         })
     }
 
+    /// The same plugin with its lists read again (a plugin's lists may change while it
+    /// runs; it says so with `host.list-changed`). It shares this version's concurrency
+    /// limit, and calls running on `self` are unaffected.
+    pub async fn relisted(&self) -> Result<Plugin, LoadError> {
+        let mut plugin = Plugin {
+            name: self.name.clone(),
+            digest: self.digest.clone(),
+            grants: self.grants.clone(),
+            dirs: self.dirs.clone(),
+            slots: self.slots.clone(),
+            needs: self.needs.clone(),
+            runtime: self.runtime.clone(),
+            pre: self.pre.clone(),
+            tools: self.tools.clone(),
+            resources: self.resources.clone(),
+            prompts: self.prompts.clone(),
+            completion: self.completion.clone(),
+            manifest: Manifest::default(),
+        };
+        plugin.manifest = plugin.read_manifest().await?;
+        Ok(plugin)
+    }
+
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
         let listing = |what: &'static str| {
             let plugin = self.name.to_string();

@@ -380,12 +380,26 @@ fn header_echo(args: HeaderArgs) -> String {
     format!("Region: {}", args.region)
 }
 
+/// With a directory granted at /state, the change triggers really change a list: each one
+/// toggles a marker there, and the extra tool or prompt is listed while its marker exists.
+/// The host reads the lists again after a trigger and tells clients only of real changes.
+const TOOL_MARKER: &str = "/state/extra-tool";
+const PROMPT_MARKER: &str = "/state/extra-prompt";
+
+fn toggle(marker: &str) {
+    // Without a /state grant this fails, nothing changes, and clients hear nothing.
+    let _ =
+        if std::path::Path::new(marker).exists() { std::fs::remove_file(marker) } else { std::fs::write(marker, "") };
+}
+
 fn trigger_tool_change(_: NoArgs, cx: &Context) -> &'static str {
+    toggle(TOOL_MARKER);
     cx.list_changed(ListKind::Tools);
     "Tool list change notified"
 }
 
 fn trigger_prompt_change(_: NoArgs, cx: &Context) -> &'static str {
+    toggle(PROMPT_MARKER);
     cx.list_changed(ListKind::Prompts);
     "Prompt list change notified"
 }
@@ -485,6 +499,12 @@ capsule_sdk::plugin!(|p| {
     p.tool("test_header_param", "Echoes a parameter that clients mirror into an HTTP header", header_echo);
     p.tool("test_trigger_tool_change", "Notifies that the tool list changed", trigger_tool_change);
     p.tool("test_trigger_prompt_change", "Notifies that the prompt list changed", trigger_prompt_change);
+    if std::path::Path::new(TOOL_MARKER).exists() {
+        p.tool("test_changed_tool", "Listed after test_trigger_tool_change", |_: NoArgs| "changed");
+    }
+    if std::path::Path::new(PROMPT_MARKER).exists() {
+        p.prompt("test_changed_prompt", "Listed after test_trigger_prompt_change", |_: NoArgs| "changed".to_owned());
+    }
 
     p.resource("test://static-text", "Static text", Some("text/plain"), |()| {
         "This is the content of the static text resource.".to_string()

@@ -14,6 +14,8 @@ use exports::capsule::plugin::{completion, prompts, resources, tools};
 struct Misfit;
 
 const OBJECT: &str = r#"{"type": "object"}"#;
+/// Where `add_tool` records the tool it adds.
+const STATE: &str = "/state/extra-tool";
 
 fn mode() -> String {
     std::env::var("MISFIT").unwrap_or_default()
@@ -53,9 +55,11 @@ impl tools::Guest for Misfit {
             "bad-name" => vec![tool("bad name!", OBJECT)],
             "duplicate" => vec![tool("x", OBJECT), tool("x", OBJECT)],
             "trap" => panic!("listing fails on purpose"),
-            _ => ["empty_items", "big_log", "random_loop", "oversized_random", "ask_flood", "list_storm"]
+            _ => ["empty_items", "big_log", "random_loop", "oversized_random", "ask_flood", "list_storm", "add_tool"]
                 .into_iter()
                 .map(|name| tool(name, OBJECT))
+                // A tool `add_tool` adds, when the plugin is granted a directory at /state.
+                .chain(std::fs::read_to_string(STATE).ok().map(|name| tool(name.trim(), OBJECT)))
                 .chain([tool(
                     "pattern",
                     r#"{"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}}}"#,
@@ -103,6 +107,11 @@ impl tools::Guest for Misfit {
                     host::list_changed(host::ListKind::Tools);
                 }
                 Ok(text("changed 1000 times"))
+            }
+            "add_tool" => {
+                std::fs::write(STATE, "added").map_err(|e| Error::Failed(format!("{STATE}: {e}")))?;
+                host::list_changed(host::ListKind::Tools);
+                Ok(text("added a tool"))
             }
             "pattern" => Ok(text("matched")),
             other => Err(Error::NotFound(format!("no tool {other}"))),
