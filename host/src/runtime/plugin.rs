@@ -147,12 +147,29 @@ impl Plugin {
     /// The same plugin under other grants (its directories opened again): no recompiling or
     /// relisting. Calls running on `self` keep their grants.
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
-        Ok(Plugin {
+        let dirs = open_dirs(&self.name, &grants)?;
+        let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
+        Ok(self.sandboxed(grants, dirs, slots))
+    }
+
+    /// The same plugin with its lists read again (a plugin's lists may change while it
+    /// runs; it says so with `host.list-changed`). It shares this version's concurrency
+    /// limit, and calls running on `self` are unaffected.
+    pub async fn relisted(&self) -> Result<Plugin, LoadError> {
+        let mut plugin = self.sandboxed(self.grants.clone(), self.dirs.clone(), self.slots.clone());
+        plugin.manifest = plugin.read_manifest().await?;
+        Ok(plugin)
+    }
+
+    /// This plugin's compiled component and lists, run under these grants, directories and
+    /// call slots.
+    fn sandboxed(&self, grants: Arc<Grants>, dirs: Arc<GrantDirs>, slots: Arc<Semaphore>) -> Plugin {
+        Plugin {
             name: self.name.clone(),
             digest: self.digest.clone(),
-            slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
-            dirs: open_dirs(&self.name, &grants)?,
             grants,
+            dirs,
+            slots,
             needs: self.needs.clone(),
             runtime: self.runtime.clone(),
             pre: self.pre.clone(),
@@ -161,30 +178,7 @@ impl Plugin {
             prompts: self.prompts.clone(),
             completion: self.completion.clone(),
             manifest: self.manifest.clone(),
-        })
-    }
-
-    /// The same plugin with its lists read again (a plugin's lists may change while it
-    /// runs; it says so with `host.list-changed`). It shares this version's concurrency
-    /// limit, and calls running on `self` are unaffected.
-    pub async fn relisted(&self) -> Result<Plugin, LoadError> {
-        let mut plugin = Plugin {
-            name: self.name.clone(),
-            digest: self.digest.clone(),
-            grants: self.grants.clone(),
-            dirs: self.dirs.clone(),
-            slots: self.slots.clone(),
-            needs: self.needs.clone(),
-            runtime: self.runtime.clone(),
-            pre: self.pre.clone(),
-            tools: self.tools.clone(),
-            resources: self.resources.clone(),
-            prompts: self.prompts.clone(),
-            completion: self.completion.clone(),
-            manifest: Manifest::default(),
-        };
-        plugin.manifest = plugin.read_manifest().await?;
-        Ok(plugin)
+        }
     }
 
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
