@@ -360,7 +360,7 @@ impl Plugin {
         let result = match tokio::time::timeout(limits.timeout, work).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.classify(error)),
-            Err(_elapsed) => Err(CallError::WallClock(limits.timeout)),
+            Err(_elapsed) => Err((CallError::WallClock(limits.timeout), None)),
         };
         let stderr = store.data().stderr.text();
         match result {
@@ -370,24 +370,27 @@ impl Plugin {
                 }
                 Ok(value)
             }
-            Err(failure) => {
+            Err((failure, trace)) => {
                 let failure = match (failure, stderr.as_deref().and_then(crash_cause)) {
                     (CallError::Trap(what), Some(cause)) => CallError::Trap(format!("{what}: {cause}")),
                     (failure, _) => failure,
                 };
-                let stderr = stderr.map(|s| format!("; its stderr:\n{s}")).unwrap_or_default();
-                tracing::warn!(plugin = %self.name, cpu = ?meter.used(), "plugin call failed: {failure}{stderr}");
+                // One record per failed call: what stopped it, where, and everything it said.
+                let trace = trace.map(|t| format!("\n{t}")).unwrap_or_default();
+                let stderr = stderr.map(|s| format!("\nits stderr:\n{s}")).unwrap_or_default();
+                tracing::warn!(plugin = %self.name, cpu = ?meter.used(), "plugin call failed: {failure}{trace}{stderr}");
                 Err(failure)
             }
         }
     }
 
-    fn classify(&self, error: wasmtime::Error) -> CallError {
+    /// What stopped a call, and the guest's backtrace when there is one.
+    fn classify(&self, error: wasmtime::Error) -> (CallError, Option<String>) {
         if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
-            return CallError::Memory { limit: e.limit, desired: e.desired };
+            return (CallError::Memory { limit: e.limit, desired: e.desired }, None);
         }
         if error.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
-            return CallError::Busy;
+            return (CallError::Busy, None);
         }
         let failure = match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => CallError::Deadline(self.grants.limits.cpu),
@@ -396,9 +399,6 @@ impl Plugin {
             Some(trap) => CallError::Trap(trap.to_string()),
             None => CallError::Host(format!("{error:#}")),
         };
-        if let Some(trace) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
-            tracing::debug!(plugin = %self.name, "backtrace of the failed call:\n{trace}");
-        }
-        failure
+        (failure, error.downcast_ref::<wasmtime::WasmBacktrace>().map(ToString::to_string))
     }
 }
