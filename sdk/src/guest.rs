@@ -278,8 +278,7 @@ impl<P: Register> resources::Guest for Exports<P> {
         let cx = context_from_wit(context);
         let outcome = if let Some(r) = plugin.resources.iter().find(|r| r.uri == uri) {
             (r.handler)(&uri, UriVariables::default(), &cx)
-        } else if let Some((t, vars)) =
-            plugin.templates.iter().find_map(|t| t.matcher.as_ref()?.matches(&uri).map(|v| (t, v)))
+        } else if let Some((t, vars)) = plugin.templates.iter().find_map(|t| t.matcher()?.matches(&uri).map(|v| (t, v)))
         {
             (t.handler)(&uri, vars, &cx)
         } else {

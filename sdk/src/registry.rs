@@ -1,5 +1,7 @@
 //! The plugin's registry: what it provides and the handlers that serve it.
 
+use std::sync::OnceLock;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -234,9 +236,10 @@ pub struct ResourceOptions {
 /// Optional details of a resource template, set after registering it.
 pub struct TemplateOptions {
     pub(crate) uri_template: String,
+    /// Parsed on first use: every call runs in a fresh instance, and most never match a URI.
     /// `None` for a template the matcher refuses: it is listed as written, and the host
     /// refuses to load the plugin, saying why.
-    pub(crate) matcher: Option<UriTemplate>,
+    matcher: OnceLock<Option<UriTemplate>>,
     pub(crate) name: String,
     pub(crate) description: Option<String>,
     pub(crate) mime_type: Option<String>,
@@ -252,6 +255,11 @@ impl ResourceOptions {
 }
 
 impl TemplateOptions {
+    /// The parsed template, if the matcher accepts it.
+    pub(crate) fn matcher(&self) -> Option<&UriTemplate> {
+        self.matcher.get_or_init(|| UriTemplate::parse(&self.uri_template).ok()).as_ref()
+    }
+
     /// What the resources contain.
     pub fn description(&mut self, description: &str) -> &mut Self {
         self.description = Some(description.to_owned());
@@ -358,7 +366,7 @@ impl Plugin {
         let mime = mime_type.map(str::to_owned);
         self.templates.push(TemplateOptions {
             uri_template: uri_template.to_owned(),
-            matcher: UriTemplate::parse(uri_template).ok(),
+            matcher: OnceLock::new(),
             name: name.to_owned(),
             description: None,
             mime_type: mime.clone(),
