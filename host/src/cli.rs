@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::loader::{Loader, PolicySource, Sources};
 use crate::mcp::StateCodec;
-use crate::policy::LimitOverrides;
+use crate::policy::{LimitOverrides, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
 
@@ -79,9 +79,6 @@ struct ServeArgs {
     state_key_file: Option<PathBuf>,
 }
 
-/// A day in milliseconds: the longest CPU deadline or call timeout.
-const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-
 /// A body limit from 1 KiB to 1 GiB.
 fn body_bytes(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
@@ -97,23 +94,23 @@ fn sessions(text: &str) -> Result<usize, String> {
 #[derive(Debug, Args)]
 struct LimitArgs {
     /// Default linear memory per plugin call, in MiB [default: 64].
-    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=MAX_MEMORY_MIB))]
     memory_limit: Option<u64>,
     /// Default CPU time per plugin call, in milliseconds [default: 5000].
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=DAY_MS))]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=MAX_MILLIS))]
     cpu_deadline: Option<u64>,
     /// Default wall-clock time per plugin call, in milliseconds [default: 30000].
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=DAY_MS))]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=MAX_MILLIS))]
     call_timeout: Option<u64>,
     /// Default number of calls one plugin may run at once [default: 32].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: Option<u32>,
     /// Default size of one call's result, in KiB [default: 4096].
-    #[arg(long, value_name = "KiB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    #[arg(long, value_name = "KiB", value_parser = clap::value_parser!(u64).range(1..=MAX_OUTPUT_KIB))]
     max_output: Option<u64>,
     /// The most memory any plugin may be granted, in MiB; fixed for the server's lifetime
     /// [default: the largest limit in the policy at start].
-    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=MAX_MEMORY_MIB))]
     max_memory: Option<u64>,
     /// Plugin instances alive at once, across all plugins.
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=10_000))]

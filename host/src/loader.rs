@@ -142,7 +142,7 @@ impl PolicySource {
     pub fn read(&self) -> Result<Policy, crate::policy::PolicyError> {
         match &self.path {
             Some(path) => Policy::open(path, Limits::default(), &self.flags),
-            None => Policy::empty(Limits::default().with(&self.flags).map_err(crate::policy::PolicyError::Flags)?),
+            None => Ok(Policy::empty(Limits::default().with(&self.flags).map_err(crate::policy::PolicyError::Flags)?)),
         }
     }
 }

@@ -84,9 +84,8 @@ pub struct Policy {
 
 impl Policy {
     /// No policy file: nothing granted to anyone, `defaults` for every plugin.
-    pub fn empty(defaults: Limits) -> Result<Policy, PolicyError> {
-        defaults.check().map_err(PolicyError::Flags)?;
-        Ok(Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() })
+    pub fn empty(defaults: Limits) -> Policy {
+        Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() }
     }
 
     /// Read a policy file. `base` is the limits before the file's `[limits]`; `flags` are
@@ -100,9 +99,11 @@ impl Policy {
     pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
         let file: File =
             toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
-        let limits_error = |message| PolicyError::Limits { path: path.into(), message };
-        let defaults = base.with(&file.limits).map_err(limits_error)?.with(flags).map_err(PolicyError::Flags)?;
-        defaults.check().map_err(limits_error)?;
+        let defaults = base
+            .with(&file.limits)
+            .map_err(|message| PolicyError::Limits { path: path.into(), message })?
+            .with(flags)
+            .map_err(PolicyError::Flags)?;
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
         for (name, entry) in file.plugins {
@@ -189,7 +190,6 @@ impl PluginEntry {
             secrets.push((name, Secret(value)));
         }
         let limits = defaults.with(&self.limits).map_err(|e| format!("limits: {e}"))?;
-        limits.check().map_err(|e| format!("limits: {e}"))?;
         Ok(Grants { dirs, roots: self.roots, network, tcp, env: self.env.into_iter().collect(), secrets, limits })
     }
 }

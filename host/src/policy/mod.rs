@@ -125,9 +125,9 @@ pub struct LimitOverrides {
 /// The largest memory limit: a 32-bit linear memory holds at most 4 GiB.
 pub const MAX_MEMORY_MIB: u64 = 4096;
 /// The largest output limit, 1 GiB.
-const MAX_OUTPUT_KIB: u64 = 1 << 20;
+pub const MAX_OUTPUT_KIB: u64 = 1 << 20;
 /// The longest CPU deadline or wall-clock timeout, a day.
-const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
+pub const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
 
 /// `value` if it lies in `1..=max`, else why not (`name` as the operator wrote it).
 pub fn in_range(name: &str, value: u64, max: u64) -> Result<u64, String> {
@@ -151,28 +151,14 @@ impl Limits {
                 Some(ms) => Duration::from_millis(in_range("timeout_ms", ms, MAX_MILLIS)?),
                 None => self.timeout,
             },
-            concurrency: overrides.concurrency.unwrap_or(self.concurrency),
+            concurrency: match overrides.concurrency {
+                Some(n) => in_range("concurrency", n.into(), u32::MAX.into())? as u32,
+                None => self.concurrency,
+            },
             output: match overrides.output_kib {
                 Some(k) => (in_range("output_kib", k, MAX_OUTPUT_KIB)? as usize) << 10,
                 None => self.output,
             },
         })
-    }
-
-    /// Why these limits cannot work, if they cannot.
-    fn check(&self) -> Result<(), String> {
-        if self.memory < 1 << 20 {
-            return Err("memory_mib must be at least 1".into());
-        }
-        if self.cpu.is_zero() || self.timeout.is_zero() {
-            return Err("cpu_ms and timeout_ms must be at least 1".into());
-        }
-        if self.concurrency == 0 {
-            return Err("concurrency must be at least 1".into());
-        }
-        if self.output == 0 {
-            return Err("output_kib must be at least 1".into());
-        }
-        Ok(())
     }
 }

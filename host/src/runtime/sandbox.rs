@@ -126,11 +126,7 @@ impl CallState {
 /// `text` cut to [`MESSAGE_LIMIT`] bytes, on a character boundary.
 fn capped(mut text: String) -> String {
     if text.len() > MESSAGE_LIMIT {
-        let mut end = MESSAGE_LIMIT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(MESSAGE_LIMIT));
         text.push_str(" […]");
     }
     text

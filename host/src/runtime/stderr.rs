@@ -79,11 +79,7 @@ pub(crate) fn crash_cause(stderr: &str) -> Option<String> {
         return Some(text);
     }
     // The end holds a traceback's exception; keep it.
-    let mut start = text.len() - CAUSE_LIMIT;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    Some(format!("…{}", &text[start..]))
+    Some(format!("…{}", &text[text.ceil_char_boundary(text.len() - CAUSE_LIMIT)..]))
 }
 
 impl IsTerminal for CallStderr {

@@ -157,10 +157,7 @@ impl UriTemplate {
     pub fn parse(source: &str) -> Result<Self, TemplateError> {
         let fail = |kind| Err(TemplateError { template: source.to_owned(), kind });
         if source.len() > MAX_TEMPLATE_LEN {
-            let mut cut = 64;
-            while !source.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = source.floor_char_boundary(64);
             let kind = TemplateErrorKind::TooLong { len: source.len() };
             return Err(TemplateError { template: source[..cut].to_owned(), kind });
         }
