@@ -89,6 +89,7 @@ pub struct LimitsReport {
     pub cpu_ms: u128,
     pub timeout_ms: u128,
     pub concurrency: u32,
+    pub reserved_instances: u32,
     pub output_kib: usize,
 }
 
@@ -112,6 +113,7 @@ impl GrantsReport {
                 cpu_ms: l.cpu.as_millis(),
                 timeout_ms: l.timeout.as_millis(),
                 concurrency: l.concurrency,
+                reserved_instances: l.reserved_instances(),
                 output_kib: l.output >> 10,
             },
         }
@@ -228,8 +230,8 @@ impl Report {
         let l = &g.limits;
         let _ = writeln!(
             out,
-            "  limits: memory {} MiB, CPU {} ms, timeout {} ms, {} concurrent calls, output {} KiB",
-            l.memory_mib, l.cpu_ms, l.timeout_ms, l.concurrency, l.output_kib
+            "  limits: memory {} MiB, CPU {} ms, timeout {} ms, {} concurrent calls ({} instances reserved), output {} KiB",
+            l.memory_mib, l.cpu_ms, l.timeout_ms, l.concurrency, l.reserved_instances, l.output_kib
         );
         if !self.needs_beyond_grants.is_empty() {
             let _ = writeln!(out, "\nneeds beyond the grants:");

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::loader::{Loader, PolicySource, Sources};
 use crate::mcp::StateCodec;
-use crate::policy::{LimitOverrides, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
+use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
 
@@ -105,6 +105,10 @@ struct LimitArgs {
     /// Default number of calls one plugin may run at once [default: 32].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: Option<u32>,
+    /// Default number of plugin instances kept for each plugin alone, so busy neighbours
+    /// cannot take them all; 0 keeps none [default: 2].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=MAX_INSTANCES as i64))]
+    reserve: Option<u32>,
     /// Default size of one call's result, in KiB [default: 4096].
     #[arg(long, value_name = "KiB", value_parser = clap::value_parser!(u64).range(1..=MAX_OUTPUT_KIB))]
     max_output: Option<u64>,
@@ -113,7 +117,7 @@ struct LimitArgs {
     #[arg(long, value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=MAX_MEMORY_MIB))]
     max_memory: Option<u64>,
     /// Plugin instances alive at once, across all plugins.
-    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES as i64))]
     max_instances: u32,
     /// Keep compiled plugins here, keyed by content hash (default: $XDG_CACHE_HOME/capsule or
     /// ~/.cache/capsule). The directory is made private to this user.
@@ -131,6 +135,7 @@ impl LimitArgs {
             cpu_ms: self.cpu_deadline,
             timeout_ms: self.call_timeout,
             concurrency: self.concurrency,
+            reserve: self.reserve,
             output_kib: self.max_output,
         }
     }

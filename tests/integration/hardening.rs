@@ -405,3 +405,52 @@ async fn list_changed_reads_the_lists_again() {
     assert!(names(3).await.contains(&"added".to_owned()), "the added tool is served");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A plugin that holds every instance its own concurrency allows cannot take the instances
+/// the server keeps for its neighbours: `add` still answers while `hostile` stalls, and the
+/// stalls beyond `hostile`'s share are refused at once with a clear error.
+#[tokio::test]
+async fn a_plugin_cannot_starve_its_neighbours_of_instances() {
+    let dir = scratch_dir("instance-reserve");
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.hostile.limits]\nconcurrency = 4\ntimeout_ms = 20000\n").unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let calc = plugins().join("calc.wasm");
+    let server = Server::http(&[
+        "--plugin",
+        hostile.to_str().unwrap(),
+        "--plugin",
+        calc.to_str().unwrap(),
+        "--config",
+        policy.to_str().unwrap(),
+        "--max-instances",
+        "4",
+        "--no-watch",
+    ]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let stalls: Vec<_> = (0..4)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client.request(10 + i, "tools/call", json!({"name": "stall", "arguments": {}})).await["result"].clone()
+            })
+        })
+        .collect();
+    // Let every stall reach the runtime before the neighbour asks.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let add = client.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}})).await;
+    assert_eq!(add["result"]["isError"], false, "the neighbour was starved: {add}");
+    assert_eq!(first_text(&add["result"]), "5", "{add}");
+    // `hostile` got what was not reserved for `calc`; its other stalls were refused at once.
+    let mut refused = 0;
+    for stall in stalls {
+        if let Ok(Ok(result)) = tokio::time::timeout(Duration::from_millis(100), stall).await {
+            assert_eq!(result["isError"], true, "{result}");
+            assert!(first_text(&result).contains("are in use"), "{result}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 2, "hostile may hold the 2 unreserved instances, no more");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -268,6 +268,12 @@ mod tests {
         let a = policy.grants("a").limits;
         assert_eq!((a.memory, a.cpu.as_millis(), a.concurrency), (32 << 20, 50, 2));
         assert!(parse("[plugins.a.limits]\nconcurrency = 0").is_err());
+        assert_eq!(a.reserved_instances(), 2, "the default reserve, within its concurrency");
+        let none = parse("[plugins.a.limits]\nreserve = 0").unwrap().grants("a").limits;
+        assert_eq!(none.reserved_instances(), 0);
+        let capped = parse("[plugins.a.limits]\nreserve = 9\nconcurrency = 3").unwrap().grants("a").limits;
+        assert_eq!(capped.reserved_instances(), 3, "no more than it may use");
+        assert!(parse("[plugins.a.limits]\nreserve = 10001").is_err());
     }
 
     #[test]

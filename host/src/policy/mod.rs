@@ -88,6 +88,9 @@ pub struct Limits {
     pub timeout: Duration,
     /// Calls of this plugin that may run at once; more are refused, not queued.
     pub concurrency: u32,
+    /// Plugin instances kept for this plugin alone (at most `concurrency` of them count), so
+    /// that busy neighbours can never take every instance; beyond these it shares the rest.
+    pub reserve: u32,
     /// Bytes a call's result may hold (text, binary data and structured content together).
     pub output: usize,
 }
@@ -99,6 +102,7 @@ impl Default for Limits {
             cpu: Duration::from_secs(5),
             timeout: Duration::from_secs(30),
             concurrency: 32,
+            reserve: 2,
             output: 4 << 20,
         }
     }
@@ -118,6 +122,8 @@ pub struct LimitOverrides {
     pub timeout_ms: Option<u64>,
     /// Calls running at once.
     pub concurrency: Option<u32>,
+    /// Instances kept for this plugin alone; 0 keeps none.
+    pub reserve: Option<u32>,
     /// Result size per call, in KiB.
     pub output_kib: Option<u64>,
 }
@@ -128,6 +134,8 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 pub const MAX_OUTPUT_KIB: u64 = 1 << 20;
 /// The longest CPU deadline or wall-clock timeout, a day.
 pub const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
+/// The most instances a server may have, and so the most one plugin may reserve.
+pub const MAX_INSTANCES: u32 = 10_000;
 
 /// `value` if it lies in `1..=max`, else why not (`name` as the operator wrote it).
 pub fn in_range(name: &str, value: u64, max: u64) -> Result<u64, String> {
@@ -135,6 +143,11 @@ pub fn in_range(name: &str, value: u64, max: u64) -> Result<u64, String> {
 }
 
 impl Limits {
+    /// The instances kept for this plugin alone: its reserve, but never more than it may use.
+    pub fn reserved_instances(&self) -> u32 {
+        self.reserve.min(self.concurrency)
+    }
+
     /// These limits with `overrides` applied; an override out of range (one that would
     /// overflow once converted to bytes, say) is an error, never a wrapped number.
     pub fn with(self, overrides: &LimitOverrides) -> Result<Limits, String> {
@@ -154,6 +167,11 @@ impl Limits {
             concurrency: match overrides.concurrency {
                 Some(n) => in_range("concurrency", n.into(), u32::MAX.into())? as u32,
                 None => self.concurrency,
+            },
+            reserve: match overrides.reserve {
+                Some(0) => 0,
+                Some(n) => in_range("reserve", n.into(), MAX_INSTANCES.into())? as u32,
+                None => self.reserve,
             },
             output: match overrides.output_kib {
                 Some(k) => (in_range("output_kib", k, MAX_OUTPUT_KIB)? as usize) << 10,

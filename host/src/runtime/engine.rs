@@ -11,6 +11,7 @@ use super::bindings;
 use super::cache::{CompileCache, digest};
 use super::error::LoadError;
 use super::plugin::Plugin;
+use super::pool::InstancePool;
 use super::sandbox::CallState;
 use crate::policy::{Grants, Needs};
 
@@ -19,6 +20,13 @@ use crate::policy::{Grants, Needs};
 /// worker thread, so it is what other clients wait when every core runs a busy plugin
 /// (the battery benchmark measures it); a wake-up per millisecond costs nothing measurable.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// The largest component accepted: core instances (a Rust component has a handful: its
+/// module, the WASI adapter and shims; a dynamically linked Python one a dozen or so),
+/// linear memories and tables. A bigger component is refused when it loads.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 8;
 
 /// Engine-wide settings. Per-plugin limits (memory, CPU, timeout, concurrency, output) come
 /// from the policy; these bound the engine as a whole.
@@ -72,6 +80,8 @@ pub(crate) struct RuntimeInner {
     pub config: RuntimeConfig,
     /// Stores alive right now, one per running call.
     pub live: Arc<AtomicUsize>,
+    /// Who may use the engine's instances.
+    pub pool: InstancePool,
 }
 
 /// Compiles components and hands out [`Plugin`]s that run calls in fresh sandboxes.
@@ -87,17 +97,18 @@ impl PluginRuntime {
         let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
         let mut pool = PoolingAllocationConfig::new();
         let instances = config.max_instances.max(1);
-        // A Rust component has a few core instances (main module plus adapter shims) and
-        // tables; size the pool for that per component instance.
+        // Every pooled resource is sized for `instances` of the largest component accepted,
+        // so only component instances are scarce and the instance pool decides who gets one.
         pool.total_component_instances(instances)
-            .total_core_instances(instances * 4)
-            .total_memories(instances * 2)
-            .total_tables(instances * 4)
+            .total_core_instances(instances * CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(instances * MEMORIES_PER_COMPONENT)
+            .total_tables(instances * TABLES_PER_COMPONENT)
             .total_stacks(instances)
             .max_memory_size(config.max_memory)
             .table_elements(config.table_elements)
-            .max_memories_per_component(4)
-            .max_tables_per_component(8)
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(TABLES_PER_COMPONENT)
             .max_component_instance_size(4 << 20)
             // Keep small memories resident and reset them by scanning dirty pages: a fresh
             // instance per call then costs microseconds, not an madvise round trip.
@@ -133,7 +144,8 @@ impl PluginRuntime {
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
         let live = Arc::default();
-        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config, live }) })
+        let pool = InstancePool::new(instances);
+        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config, live, pool }) })
     }
 
     /// How many plugin instances are alive: one per call in progress. Every call drops its

@@ -63,8 +63,10 @@ pub enum CallError {
     /// A granted directory could not be opened for the call.
     #[error("the plugin's sandbox could not be set up: {0}")]
     Sandbox(String),
-    /// Too many calls are running; the pool of instances is exhausted.
-    #[error("the server is at its limit of concurrent plugin instances; try again shortly")]
+    /// No instance is free for this plugin: its reserve and the shared instances are in use.
+    #[error(
+        "no plugin instance is free for this plugin (its reserved instances and the shared ones are in use); try again shortly"
+    )]
     Busy,
     /// The plugin does not export the interface this call needs.
     #[error("the plugin does not provide {0}")]

@@ -13,6 +13,7 @@ mod limits;
 mod net;
 mod output;
 mod plugin;
+mod pool;
 mod sandbox;
 mod stderr;
 

@@ -14,6 +14,7 @@ use super::error::{CallError, LoadError};
 use super::fs::GrantDirs;
 use super::limits::{CpuMeter, MemoryLimitExceeded};
 use super::output::OutputSize;
+use super::pool::Reservation;
 use super::sandbox::{CallState, Sandbox};
 use super::stderr::crash_cause;
 use super::{Events, NoEvents};
@@ -43,6 +44,8 @@ pub struct Plugin {
     dirs: Arc<GrantDirs>,
     /// One permit per call allowed to run at once.
     slots: Arc<Semaphore>,
+    /// The instances kept for this plugin, and its way to the shared ones.
+    reservation: Arc<Reservation>,
     needs: Option<Needs>,
     runtime: Arc<RuntimeInner>,
     pre: InstancePre<CallState>,
@@ -55,6 +58,15 @@ pub struct Plugin {
 
 fn open_dirs(plugin: &str, grants: &Grants) -> Result<Arc<GrantDirs>, LoadError> {
     GrantDirs::open(grants).map(Arc::new).map_err(|reason| LoadError::Policy { plugin: plugin.to_owned(), reason })
+}
+
+fn reserve(runtime: &RuntimeInner, plugin: &Arc<str>, grants: &Grants) -> Result<Arc<Reservation>, LoadError> {
+    let reserve = grants.limits.reserved_instances();
+    runtime
+        .pool
+        .reserve(plugin, reserve)
+        .map(Arc::new)
+        .map_err(|e| LoadError::Policy { plugin: plugin.to_string(), reason: e.to_string() })
 }
 
 fn optional<I>(
@@ -87,10 +99,13 @@ impl Plugin {
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let dirs = open_dirs(name, &grants)?;
+        let shared_name: Arc<str> = name.into();
+        let reservation = reserve(&runtime, &shared_name, &grants)?;
         let mut plugin = Plugin {
-            name: name.into(),
+            name: shared_name,
             digest,
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
+            reservation,
             dirs,
             grants,
             needs,
@@ -149,27 +164,36 @@ impl Plugin {
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
         let dirs = open_dirs(&self.name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
-        Ok(self.sandboxed(grants, dirs, slots))
+        let reservation = reserve(&self.runtime, &self.name, &grants)?;
+        Ok(self.sandboxed(grants, dirs, slots, reservation))
     }
 
     /// The same plugin with its lists read again (a plugin's lists may change while it
     /// runs; it says so with `host.list-changed`). It shares this version's concurrency
     /// limit, and calls running on `self` are unaffected.
     pub async fn relisted(&self) -> Result<Plugin, LoadError> {
-        let mut plugin = self.sandboxed(self.grants.clone(), self.dirs.clone(), self.slots.clone());
+        let mut plugin =
+            self.sandboxed(self.grants.clone(), self.dirs.clone(), self.slots.clone(), self.reservation.clone());
         plugin.manifest = plugin.read_manifest().await?;
         Ok(plugin)
     }
 
-    /// This plugin's compiled component and lists, run under these grants, directories and
-    /// call slots.
-    fn sandboxed(&self, grants: Arc<Grants>, dirs: Arc<GrantDirs>, slots: Arc<Semaphore>) -> Plugin {
+    /// This plugin's compiled component and lists, run under these grants, directories, call
+    /// slots and instance reservation.
+    fn sandboxed(
+        &self,
+        grants: Arc<Grants>,
+        dirs: Arc<GrantDirs>,
+        slots: Arc<Semaphore>,
+        reservation: Arc<Reservation>,
+    ) -> Plugin {
         Plugin {
             name: self.name.clone(),
             digest: self.digest.clone(),
             grants,
             dirs,
             slots,
+            reservation,
             needs: self.needs.clone(),
             runtime: self.runtime.clone(),
             pre: self.pre.clone(),
@@ -325,6 +349,8 @@ impl Plugin {
     ) -> Result<R, CallError> {
         let limits = self.grants.limits;
         let _slot = self.slots.try_acquire().map_err(|_| CallError::PluginBusy(limits.concurrency))?;
+        // Declared before the store so it is released after the store frees the instance.
+        let _lease = self.reservation.lease()?;
         let config = &self.runtime.config;
         let state = CallState::new(Sandbox {
             plugin: self.name.clone(),

@@ -1,0 +1,204 @@
+//! Who may hold the engine's instance slots. The engine has a fixed number of component
+//! instances (`--max-instances`); every other pooled resource (core instances, memories,
+//! tables, stacks) is sized for that many instances of the largest component the engine
+//! accepts, so component instances are the only thing calls compete for.
+//!
+//! Each plugin keeps a *reserve* of instances no other plugin may use; the instances nobody
+//! reserved are shared, first come first served. A plugin that runs as many calls as its own
+//! concurrency allows, with components as large as the engine admits, still leaves every
+//! neighbour its reserve. The ledger is per plugin name, so the versions of a plugin that
+//! overlap during a hot swap share one reserve rather than reserving twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::error::CallError;
+
+#[derive(Debug, Default)]
+struct Account {
+    /// Instances kept for this plugin.
+    reserve: u32,
+    /// Of those, in use now.
+    in_use: u32,
+    /// Live [`Reservation`]s (one per loaded version of the plugin).
+    holders: u32,
+}
+
+#[derive(Debug)]
+struct Ledger {
+    total: u32,
+    /// The sum of every account's reserve.
+    reserved: u32,
+    /// Shared instances in use now.
+    shared_in_use: u32,
+    accounts: HashMap<Arc<str>, Account>,
+}
+
+impl Ledger {
+    fn shared(&self) -> u32 {
+        self.total.saturating_sub(self.reserved)
+    }
+}
+
+/// The engine's instances and who may use them. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct InstancePool {
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+/// Why a plugin's reserve cannot be kept.
+#[derive(Debug)]
+pub struct Overbooked {
+    pub asked: u32,
+    pub free: u32,
+    pub total: u32,
+}
+
+impl std::fmt::Display for Overbooked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "it reserves {} plugin instances but only {} of the server's {} are not reserved by other plugins \
+             (raise --max-instances, or lower this plugin's `reserve`)",
+            self.asked, self.free, self.total
+        )
+    }
+}
+
+fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    // The ledger is a few counters updated in place: a panic elsewhere cannot leave it torn.
+    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl InstancePool {
+    pub fn new(total: u32) -> InstancePool {
+        InstancePool {
+            ledger: Arc::new(Mutex::new(Ledger { total, reserved: 0, shared_in_use: 0, accounts: HashMap::new() })),
+        }
+    }
+
+    /// Keep `reserve` instances for `plugin` for as long as the returned reservation (or
+    /// another one for the same plugin) lives. A later reservation for the same plugin sets
+    /// its reserve anew.
+    pub fn reserve(&self, plugin: &Arc<str>, reserve: u32) -> Result<Reservation, Overbooked> {
+        let mut ledger = lock(&self.ledger);
+        let current = ledger.accounts.get(plugin).map_or(0, |a| a.reserve);
+        let free = ledger.total - (ledger.reserved - current);
+        if reserve > free {
+            return Err(Overbooked { asked: reserve, free, total: ledger.total });
+        }
+        ledger.reserved = ledger.reserved - current + reserve;
+        let account = ledger.accounts.entry(plugin.clone()).or_default();
+        account.reserve = reserve;
+        account.holders += 1;
+        Ok(Reservation { ledger: self.ledger.clone(), plugin: plugin.clone() })
+    }
+}
+
+/// A plugin's claim on its reserve. Dropping the last one for a plugin frees the reserve.
+#[derive(Debug)]
+pub struct Reservation {
+    ledger: Arc<Mutex<Ledger>>,
+    plugin: Arc<str>,
+}
+
+impl Reservation {
+    /// An instance for one call: one of the plugin's own if any is free, else a shared one.
+    /// Hold the lease until the call's store is dropped.
+    pub fn lease(&self) -> Result<Lease, CallError> {
+        let mut ledger = lock(&self.ledger);
+        let shared = ledger.shared();
+        let shared_in_use = ledger.shared_in_use;
+        let account = ledger.accounts.get_mut(&self.plugin).ok_or(CallError::Busy)?;
+        let own = if account.in_use < account.reserve {
+            account.in_use += 1;
+            true
+        } else if shared_in_use < shared {
+            ledger.shared_in_use += 1;
+            false
+        } else {
+            return Err(CallError::Busy);
+        };
+        Ok(Lease { ledger: self.ledger.clone(), plugin: self.plugin.clone(), own })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut ledger = lock(&self.ledger);
+        let Some(account) = ledger.accounts.get_mut(&self.plugin) else { return };
+        account.holders -= 1;
+        if account.holders == 0 && account.in_use == 0 {
+            let reserve = account.reserve;
+            ledger.accounts.remove(&self.plugin);
+            ledger.reserved -= reserve;
+        }
+    }
+}
+
+/// One instance, held by one call.
+#[derive(Debug)]
+pub struct Lease {
+    ledger: Arc<Mutex<Ledger>>,
+    plugin: Arc<str>,
+    /// From the plugin's reserve rather than the shared instances.
+    own: bool,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut ledger = lock(&self.ledger);
+        if !self.own {
+            ledger.shared_in_use -= 1;
+            return;
+        }
+        let Some(account) = ledger.accounts.get_mut(&self.plugin) else { return };
+        account.in_use -= 1;
+        if account.holders == 0 && account.in_use == 0 {
+            let reserve = account.reserve;
+            ledger.accounts.remove(&self.plugin);
+            ledger.reserved -= reserve;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> Arc<str> {
+        s.into()
+    }
+
+    #[test]
+    fn a_busy_plugin_leaves_its_neighbours_their_reserve() {
+        let pool = InstancePool::new(4);
+        let (a, b) = (name("a"), name("b"));
+        let noisy = pool.reserve(&a, 1).unwrap();
+        let quiet = pool.reserve(&b, 1).unwrap();
+        let held: Vec<_> = std::iter::from_fn(|| noisy.lease().ok()).take(10).collect();
+        assert_eq!(held.len(), 3, "its own instance and the two shared ones");
+        let first = quiet.lease().expect("the neighbour's reserve is kept");
+        assert!(quiet.lease().is_err(), "the shared instances are all in use");
+        drop(held);
+        let second = quiet.lease().expect("shared instances come back");
+        drop((first, second));
+    }
+
+    #[test]
+    fn versions_of_a_plugin_share_one_reserve_that_ends_with_the_last() {
+        let pool = InstancePool::new(4);
+        let a = name("a");
+        let old = pool.reserve(&a, 3).unwrap();
+        let new = pool.reserve(&a, 3).expect("a new version does not reserve twice");
+        assert!(pool.reserve(&name("b"), 2).is_err(), "only one instance is unreserved");
+        let lease = old.lease().unwrap();
+        drop(old);
+        drop(new);
+        assert!(pool.reserve(&name("b"), 2).is_err(), "a running call keeps the reserve");
+        drop(lease);
+        let overbooked = pool.reserve(&name("b"), 5).unwrap_err();
+        assert_eq!((overbooked.free, overbooked.total), (4, 4));
+        pool.reserve(&name("b"), 4).expect("the whole pool is free again");
+    }
+}
