@@ -136,6 +136,12 @@ impl Context {
         });
     }
 
+    /// Tell clients subscribed to a resource this plugin serves that its contents changed
+    /// (sent once per URI when the call ends; see `resource-updated` in the WIT).
+    pub fn resource_updated(&self, uri: &str) {
+        host::resource_updated(uri);
+    }
+
     /// The client's answer to the input request with this key, if this is a retry that has it.
     pub fn response(&self, key: &str) -> Option<&InputResponse> {
         self.responses.iter().find(|(k, _)| k == key).map(|(_, r)| r)

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use crate::support::{Server, run_script, shared_tool};
+use crate::support::{Server, root, run_script, scratch_dir, shared_tool};
 
 /// The smoke scripts install into shared caches (a venv, node_modules) on first use.
 pub static PYTHON: Mutex<()> = Mutex::new(());
@@ -65,4 +65,40 @@ fn typescript_client_over_stdio() {
     args.extend_from_slice(&["--stdio", "--", env!("CARGO_BIN_EXE_capsule"), "serve", "--stdio"]);
     let (ok, output) = run_script(&shared_tool("clients/ts-smoke.sh"), &args, &[]);
     check(&output, ok);
+}
+
+/// A scratch directory granted writable to the `files` plugin, and a server with that policy.
+fn files_granted(name: &str) -> (std::path::PathBuf, Server) {
+    let dir = scratch_dir(name).canonicalize().unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.files]\ndirs = [{{ path = {:?}, write = true }}]\n", dir.display()))
+        .unwrap();
+    let server = Server::http(&["--config", policy.to_str().unwrap()]);
+    (dir, server)
+}
+
+/// Subscribed clients hear of a file the `files` plugin writes: the Python SDK over a legacy
+/// session (`resources/subscribe`, also through a directory) and a 2026-07-28
+/// `subscriptions/listen` stream.
+#[test]
+fn python_client_hears_resource_updates() {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, server) = files_granted("updates-py");
+    let args = ["py_updates.py", "--root", dir.to_str().unwrap(), &server.url];
+    let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
+    eprintln!("{output}");
+    assert!(ok && output.lines().any(|l| l == "9 passed, 0 failed"), "updates run failed:\n{output}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same through the TypeScript SDK's `subscribeResource`.
+#[test]
+fn typescript_client_hears_resource_updates() {
+    let _lock = TYPESCRIPT.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, server) = files_granted("updates-ts");
+    let args = ["ts_updates.mjs", dir.to_str().unwrap(), &server.url];
+    let (ok, output) = run_script(&root().join("tests/clients/ts.sh"), &args, &[]);
+    eprintln!("{output}");
+    assert!(ok && output.lines().any(|l| l == "4 passed, 0 failed"), "updates run failed:\n{output}");
+    let _ = std::fs::remove_dir_all(dir);
 }

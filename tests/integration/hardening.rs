@@ -454,3 +454,46 @@ async fn a_plugin_cannot_starve_its_neighbours_of_instances() {
     assert_eq!(refused, 2, "hostile may hold the 2 unreserved instances, no more");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A plugin speaks only for the resources it serves, and a call's updates are bounded: a
+/// subscriber hears `misfit`'s own resource once however often it was announced, nothing for
+/// another plugin's or nobody's resources, and nothing past the first 64 distinct URIs.
+#[tokio::test]
+async fn a_plugin_announces_only_its_own_resources_each_once() {
+    let dir = scratch_dir("announce");
+    let policy = misfit_policy(&dir, "", "");
+    let (files, calc) = (plugins().join("files.wasm"), plugins().join("calc.wasm"));
+    let server = Server::http(&[
+        "--plugin",
+        misfit().to_str().unwrap(),
+        "--plugin",
+        files.to_str().unwrap(),
+        "--plugin",
+        calc.to_str().unwrap(),
+        "--config",
+        policy.to_str().unwrap(),
+        "--no-watch",
+    ]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let tail = "-a".repeat(31);
+    let (first, late) = (format!("misfit://0{tail}!"), format!("misfit://150{tail}!"));
+    let subscribed = ["file:///tmp/owned-by-files.txt", "calc://units/length", first.as_str(), late.as_str()];
+    for (id, uri) in subscribed.iter().enumerate() {
+        let reply = client.request(id as i64 + 1, "resources/subscribe", json!({"uri": uri})).await;
+        assert!(reply.get("result").is_some(), "subscribe {uri}: {reply}");
+    }
+    let unknown = client.request(9, "resources/subscribe", json!({"uri": "nobody://x"})).await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    let mut stream = client.listen_legacy().await;
+    let announced = client.request(10, "tools/call", json!({"name": "announce", "arguments": {}})).await;
+    assert_eq!(first_text(&announced["result"]), "announced", "{announced}");
+    let mut heard = Vec::new();
+    while let Some(message) = next_within(&mut stream, Duration::from_millis(1500)).await {
+        if message["method"] == "notifications/resources/updated" {
+            heard.push(message["params"]["uri"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    assert_eq!(heard, vec![first], "only its own resource, once, within the first 64");
+    let _ = std::fs::remove_dir_all(dir);
+}

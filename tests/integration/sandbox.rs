@@ -36,9 +36,9 @@ impl RootsFixture {
     }
 
     fn run_client(&self, server: &Server, mode: &str, read_only: bool) {
-        let script = root().join("tests/clients/py-roots.sh");
+        let script = root().join("tests/clients/py.sh");
         let (root_dir, outside) = (self.root.display().to_string(), self.outside.display().to_string());
-        let mut args = vec!["--mode", mode, "--root", &root_dir, "--outside", &outside];
+        let mut args = vec!["py_roots.py", "--mode", mode, "--root", &root_dir, "--outside", &outside];
         if read_only {
             args.push("--read-only");
         }

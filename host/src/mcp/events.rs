@@ -1,12 +1,13 @@
 //! Forwarding what a running plugin call reports (logs, progress) to the client that made the
 //! request, without letting a slow client or a chatty plugin block the call: events go through
-//! a bounded queue and are dropped when it is full. List changes are not forwarded one by one:
-//! a call records which lists it said changed, and they are announced once each when it ends.
+//! a bounded queue and are dropped when it is full. Changes are not forwarded one by one: a
+//! call records which lists and resources it said changed, and they are announced once each
+//! when it ends.
 
 #![allow(deprecated)] // Logging is deprecated by SEP-2577 but still part of every revision we serve.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
@@ -27,7 +28,7 @@ enum Event {
 pub struct RequestEvents {
     tx: mpsc::Sender<Event>,
     cancelled: CancellationToken,
-    changed: ChangedLists,
+    changed: Changes,
 }
 
 const KINDS: [ListKind; 3] = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
@@ -36,16 +37,27 @@ fn bit(kind: ListKind) -> u8 {
     1 << KINDS.iter().position(|k| *k == kind).unwrap_or_default()
 }
 
-/// The lists a call said changed, one bit per [`ListKind`]. Kept apart from the events so
-/// that holding it does not keep the forwarder waiting for more.
+/// What a call said changed: its lists (one bit per [`ListKind`]) and resources. Kept apart
+/// from the events so that holding it does not keep the forwarder waiting for more.
 #[derive(Clone, Default)]
-pub struct ChangedLists(Arc<AtomicU8>);
+pub struct Changes(Arc<ChangesInner>);
 
-impl ChangedLists {
+#[derive(Default)]
+struct ChangesInner {
+    lists: AtomicU8,
+    resources: Mutex<Vec<String>>,
+}
+
+impl Changes {
     /// The lists the call said changed, each once however often it said so.
     pub fn lists(&self) -> Vec<ListKind> {
-        let changed = self.0.load(Ordering::Relaxed);
+        let changed = self.0.lists.load(Ordering::Relaxed);
         KINDS.into_iter().filter(|&kind| changed & bit(kind) != 0).collect()
+    }
+
+    /// The resources the call said changed, each once (the sandbox bounds them).
+    pub fn take_resources(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.resources.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -63,7 +75,11 @@ impl CallEvents for RequestEvents {
     }
 
     fn list_changed(&self, kind: ListKind) {
-        self.changed.0.fetch_or(bit(kind), Ordering::Relaxed);
+        self.changed.0.lists.fetch_or(bit(kind), Ordering::Relaxed);
+    }
+
+    fn resource_updated(&self, uri: String) {
+        self.changed.0.resources.lock().unwrap_or_else(|e| e.into_inner()).push(uri);
     }
 }
 
@@ -79,10 +95,7 @@ pub struct Route {
 /// Make the events of one request and the future that forwards them. The future finishes
 /// once every `RequestEvents` clone is dropped, i.e. when the call's store is gone, so awaiting
 /// it after the call puts every notification before the response.
-pub fn channel(
-    cancelled: CancellationToken,
-    route: Route,
-) -> (Arc<RequestEvents>, ChangedLists, impl Future<Output = ()>) {
+pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents>, Changes, impl Future<Output = ()>) {
     let (tx, mut rx) = mpsc::channel(QUEUE);
     let forward = async move {
         while let Some(event) = rx.recv().await {
@@ -107,7 +120,7 @@ pub fn channel(
             }
         }
     };
-    let changed = ChangedLists::default();
+    let changed = Changes::default();
     (Arc::new(RequestEvents { tx, cancelled, changed: changed.clone() }), changed, forward)
 }
 

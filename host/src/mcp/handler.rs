@@ -13,9 +13,10 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::session::{self, Change};
 use super::{
-    CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, check_uri,
-    convert, input, links_supported, off_reactor, paged, plugin_error,
+    CapsuleServer, Completion, Failure, MAX_URI_BYTES, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error,
+    check_uri, convert, input, links_supported, off_reactor, paged, plugin_error,
 };
 use crate::policy::ClientRoots;
 use crate::runtime::{ListKind, types as wit};
@@ -57,7 +58,7 @@ impl ServerHandler for CapsuleServer {
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
-        self.shared.sessions.register(cx.peer.clone());
+        self.shared.sessions.register(cx.peer.clone(), self.session.clone());
     }
 
     async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
@@ -358,18 +359,35 @@ impl ServerHandler for CapsuleServer {
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        Some(requested.supported_by(&self.get_info().capabilities))
+        let mut accepted = requested.supported_by(&self.get_info().capabilities);
+        // Honour only resources that exist, with the same bounds as `resources/subscribe`.
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            let catalog = self.shared.catalog();
+            uris.retain(|uri| uri.len() <= MAX_URI_BYTES && catalog.resource_owner(uri).is_some());
+            uris.sort();
+            uris.dedup();
+            uris.truncate(MAX_SUBSCRIPTIONS);
+        }
+        Some(accepted)
     }
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), ErrorData> {
         let mut changes = self.shared.sessions.subscribe();
+        let subscribed = cx.accepted().resource_subscriptions.clone().unwrap_or_default();
         loop {
             tokio::select! {
                 () = cx.cancelled() => return Ok(()),
                 change = changes.recv() => match change {
-                    Ok(ListKind::Tools) => { let _ = cx.sink().notify_tool_list_changed().await; }
-                    Ok(ListKind::Resources) => { let _ = cx.sink().notify_resource_list_changed().await; }
-                    Ok(ListKind::Prompts) => { let _ = cx.sink().notify_prompt_list_changed().await; }
+                    Ok(Change::List(ListKind::Tools)) => { let _ = cx.sink().notify_tool_list_changed().await; }
+                    Ok(Change::List(ListKind::Resources)) => { let _ = cx.sink().notify_resource_list_changed().await; }
+                    Ok(Change::List(ListKind::Prompts)) => { let _ = cx.sink().notify_prompt_list_changed().await; }
+                    // The stream is told the URI it subscribed to (the one updated, or the one
+                    // it lies beneath).
+                    Ok(Change::Resource(uri)) => {
+                        if let Some(subscribed) = subscribed.iter().find(|s| session::covers(s, &uri)) {
+                            let _ = cx.sink().notify_resource_updated(subscribed.clone()).await;
+                        }
+                    }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
                 },

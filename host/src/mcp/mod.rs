@@ -348,6 +348,13 @@ impl CapsuleServer {
         if !changed.lists().is_empty() {
             self.shared.relists.request(plugin.name());
         }
+        // A plugin may speak only for the resources it serves.
+        let updated = changed.take_resources();
+        if !updated.is_empty() {
+            let catalog = self.shared.catalog();
+            let owned = |uri: &String| catalog.resource_owner(uri).is_some_and(|owner| owner.name() == plugin.name());
+            self.shared.sessions.resources_updated(updated.into_iter().filter(owned).collect());
+        }
         result
     }
 

@@ -1,14 +1,14 @@
 //! State that outlives a request: per-session settings of legacy (initialize-based) clients,
-//! and the registry used to tell every client that a list changed.
+//! and the registry used to tell clients that a list or a resource changed.
 
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
-use rmcp::model::LoggingLevel;
-use rmcp::service::Peer;
+use rmcp::model::{LoggingLevel, ResourceUpdatedNotificationParam};
+use rmcp::service::{Peer, ServiceError};
 use tokio::sync::broadcast;
 
 use crate::policy::ClientRoots;
@@ -28,54 +28,120 @@ pub struct SessionState {
     pub roots: tokio::sync::Mutex<Option<ClientRoots>>,
 }
 
+/// A change every interested client hears of.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A list changed.
+    List(ListKind),
+    /// A resource's contents changed.
+    Resource(Arc<str>),
+}
+
+/// Whether a subscription to `subscribed` covers an update of `updated`: the same resource,
+/// or one beneath it (MCP lets an update name a sub-resource of the subscribed one).
+pub fn covers(subscribed: &str, updated: &str) -> bool {
+    updated
+        .strip_prefix(subscribed)
+        .is_some_and(|rest| rest.is_empty() || subscribed.ends_with('/') || rest.starts_with('/'))
+}
+
+struct Live {
+    peer: Peer<RoleServer>,
+    state: Arc<SessionState>,
+}
+
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.
 pub struct Sessions {
-    peers: Mutex<Vec<Peer<RoleServer>>>,
-    changes: broadcast::Sender<ListKind>,
+    live: Mutex<Vec<Live>>,
+    changes: broadcast::Sender<Change>,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions { peers: Mutex::default(), changes: broadcast::channel(64).0 }
+        // Room for a whole call's resource updates (64) and a few list changes at once.
+        Sessions { live: Mutex::default(), changes: broadcast::channel(256).0 }
     }
 }
 
 impl Sessions {
-    /// Remember a legacy session so it hears about list changes.
-    pub fn register(&self, peer: Peer<RoleServer>) {
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        peers.retain(|p| !p.is_transport_closed());
-        peers.push(peer);
+    /// Remember a legacy session so it hears about changes.
+    pub fn register(&self, peer: Peer<RoleServer>, state: Arc<SessionState>) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|l| !l.peer.is_transport_closed());
+        live.push(Live { peer, state });
     }
 
-    /// Listen for list changes (for a `subscriptions/listen` stream).
-    pub fn subscribe(&self) -> broadcast::Receiver<ListKind> {
+    /// Listen for changes (for a `subscriptions/listen` stream).
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
+    }
+
+    /// The live sessions (forgetting closed ones), with what each should be sent.
+    fn each<T: Send + 'static>(&self, what: impl Fn(&SessionState) -> Option<T>) -> Vec<(Peer<RoleServer>, T)> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|l| !l.peer.is_transport_closed());
+        live.iter().filter_map(|l| Some((l.peer.clone(), what(&l.state)?))).collect()
     }
 
     /// Tell every client that a list changed. Each session is sent to on its own task with a
     /// time limit, so a client that stops reading delays nobody: not the caller (a reload, a
     /// tool call), not the other sessions.
     pub async fn list_changed(&self, kind: ListKind) {
-        let _ = self.changes.send(kind);
-        let peers: Vec<_> = {
-            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-            peers.retain(|p| !p.is_transport_closed());
-            peers.clone()
-        };
-        for peer in peers {
-            tokio::spawn(async move {
-                let send = async {
-                    match kind {
-                        ListKind::Tools => peer.notify_tool_list_changed().await,
-                        ListKind::Resources => peer.notify_resource_list_changed().await,
-                        ListKind::Prompts => peer.notify_prompt_list_changed().await,
-                    }
-                };
-                if tokio::time::timeout(NOTIFY_TIMEOUT, send).await.is_err() {
-                    tracing::debug!("a session did not take a list-change notification in time; dropped");
+        let _ = self.changes.send(Change::List(kind));
+        for (peer, ()) in self.each(|_| Some(())) {
+            send_in_time(async move {
+                match kind {
+                    ListKind::Tools => peer.notify_tool_list_changed().await,
+                    ListKind::Resources => peer.notify_resource_list_changed().await,
+                    ListKind::Prompts => peer.notify_prompt_list_changed().await,
                 }
             });
         }
+    }
+
+    /// Tell the clients subscribed to these resources (or to ones they lie beneath) that
+    /// they changed, the same way as list changes.
+    pub fn resources_updated(&self, uris: Vec<String>) {
+        for uri in &uris {
+            let _ = self.changes.send(Change::Resource(uri.as_str().into()));
+        }
+        let wanted = |state: &SessionState| {
+            let subscriptions = state.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+            let wanted: Vec<String> =
+                uris.iter().filter(|uri| subscriptions.iter().any(|s| covers(s, uri))).cloned().collect();
+            (!wanted.is_empty()).then_some(wanted)
+        };
+        for (peer, wanted) in self.each(wanted) {
+            send_in_time(async move {
+                for uri in wanted {
+                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await?;
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Send to one session on its own task, giving up after [`NOTIFY_TIMEOUT`].
+fn send_in_time(send: impl Future<Output = Result<(), ServiceError>> + Send + 'static) {
+    tokio::spawn(async move {
+        if tokio::time::timeout(NOTIFY_TIMEOUT, send).await.is_err() {
+            tracing::debug!("a session did not take a change notification in time; dropped");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covers;
+
+    #[test]
+    fn a_subscription_covers_its_resource_and_what_lies_beneath() {
+        assert!(covers("file:///a/b", "file:///a/b"));
+        assert!(covers("file:///a/b", "file:///a/b/c.txt"));
+        assert!(covers("file:///a/b/", "file:///a/b/c.txt"));
+        assert!(!covers("file:///a/b", "file:///a/bc"));
+        assert!(!covers("file:///a/b/c.txt", "file:///a/b"));
+        assert!(!covers("calc://units/length", "calc://units/lengths"));
     }
 }

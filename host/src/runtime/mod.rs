@@ -39,6 +39,9 @@ pub trait CallEvents: Send + Sync {
     fn is_cancelled(&self) -> bool;
     /// The plugin says one of its lists changed.
     fn list_changed(&self, kind: ListKind);
+    /// The plugin says a resource changed: each URI once per call, at most 64, none over
+    /// 16 KiB (the sandbox sees to that). Whether the plugin serves it is for the caller to check.
+    fn resource_updated(&self, uri: String);
 }
 
 /// How a call's events are passed around.
@@ -56,4 +59,5 @@ impl CallEvents for NoEvents {
         false
     }
     fn list_changed(&self, _: ListKind) {}
+    fn resource_updated(&self, _: String) {}
 }

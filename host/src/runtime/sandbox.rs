@@ -29,6 +29,8 @@ pub(crate) struct CallState {
     /// Bytes of log and progress text the call may still send: they count against its output
     /// limit like its result does.
     event_bytes_left: usize,
+    /// The resources the call said changed, each reported once.
+    updated: std::collections::HashSet<String>,
     plugin: Arc<str>,
     mounts: Vec<Mount>,
     pub stderr: CallStderr,
@@ -39,6 +41,10 @@ pub(crate) struct CallState {
 const MESSAGE_LIMIT: usize = 64 << 10;
 /// What a notification costs beyond its text (its JSON-RPC framing).
 const EVENT_OVERHEAD: usize = 128;
+/// The most distinct resources one call may say changed, and the longest URI it may name
+/// (the longest a client may send).
+const UPDATED_LIMIT: usize = 64;
+const URI_LIMIT: usize = 16 << 10;
 /// The most random bytes one `get-random-bytes` call may ask for: a host call is bounded work.
 const RANDOM_LIMIT: u64 = 1 << 20;
 
@@ -97,6 +103,7 @@ impl CallState {
             events: sandbox.events,
             events_left: sandbox.event_limit,
             event_bytes_left: sandbox.grants.limits.output,
+            updated: std::collections::HashSet::new(),
             plugin: sandbox.plugin,
             mounts,
             stderr,
@@ -171,6 +178,19 @@ impl host::Host for CallState {
         if self.take_event(0) {
             self.events.list_changed(kind);
         }
+        Ok(())
+    }
+
+    async fn resource_updated(&mut self, uri: String) -> wasmtime::Result<()> {
+        if !self.take_event(uri.len()) || self.updated.contains(&uri) {
+            return Ok(());
+        }
+        if uri.len() > URI_LIMIT || self.updated.len() >= UPDATED_LIMIT {
+            tracing::debug!(plugin = %self.plugin, "resource-updated ignored: URI over 16 KiB or over 64 in one call");
+            return Ok(());
+        }
+        self.updated.insert(uri.clone());
+        self.events.resource_updated(uri);
         Ok(())
     }
 

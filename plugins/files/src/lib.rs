@@ -7,6 +7,7 @@ use std::fs;
 use std::io::{ErrorKind, Read};
 use std::path::{Component, Path, PathBuf};
 
+use capsule_sdk::Error;
 use capsule_sdk::prelude::*;
 
 capsule_sdk::needs!(
@@ -157,7 +158,30 @@ struct WriteArgs {
 fn write_file(args: WriteArgs, cx: &Context) -> Result<String, String> {
     let path = resolve(cx, &args.path)?;
     fs::write(&path, args.content.as_bytes()).map_err(|e| explain(cx, "write", &path, e))?;
+    // Clients subscribed to the file (or a directory above it) hear that it changed.
+    cx.resource_updated(&file_uri(&lexical(&path)));
     Ok(format!("wrote {} bytes to {}", args.content.len(), path.display()))
+}
+
+/// A file's `file://` URI: its absolute path with every byte but unreserved ones and `/`
+/// percent-encoded, as Python's `Path.as_uri` and Node's `pathToFileURL` write most paths.
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for &byte in path.as_os_str().as_encoded_bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// Read a file as the resource `file:///{+path}`.
+fn read_resource(vars: UriVariables, cx: &Context) -> Result<String, Error> {
+    let path = format!("/{}", vars.get("path").unwrap_or_default());
+    read_file(PathArgs { path: path.clone() }, cx)
+        .map_err(|message| if Path::new(&path).exists() { Error::Failed(message) } else { Error::NotFound(message) })
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -259,4 +283,7 @@ capsule_sdk::plugin!(|p| {
         .idempotent();
     p.tool("search_files", "Find files and directories whose names match a pattern, recursively", search_files)
         .read_only();
+    p.template("file:///{+path}", "File", Some("text/plain"), read_resource).description(
+        "A UTF-8 text file (up to 1 MiB) in the directories these tools may use; subscribe to hear of writes",
+    );
 });

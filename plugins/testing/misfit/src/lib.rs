@@ -55,16 +55,25 @@ impl tools::Guest for Misfit {
             "bad-name" => vec![tool("bad name!", OBJECT)],
             "duplicate" => vec![tool("x", OBJECT), tool("x", OBJECT)],
             "trap" => panic!("listing fails on purpose"),
-            _ => ["empty_items", "big_log", "random_loop", "oversized_random", "ask_flood", "list_storm", "add_tool"]
-                .into_iter()
-                .map(|name| tool(name, OBJECT))
-                // A tool `add_tool` adds, when the plugin is granted a directory at /state.
-                .chain(std::fs::read_to_string(STATE).ok().map(|name| tool(name.trim(), OBJECT)))
-                .chain([tool(
-                    "pattern",
-                    r#"{"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}}}"#,
-                )])
-                .collect(),
+            _ => [
+                "empty_items",
+                "big_log",
+                "random_loop",
+                "oversized_random",
+                "ask_flood",
+                "list_storm",
+                "add_tool",
+                "announce",
+            ]
+            .into_iter()
+            .map(|name| tool(name, OBJECT))
+            // A tool `add_tool` adds, when the plugin is granted a directory at /state.
+            .chain(std::fs::read_to_string(STATE).ok().map(|name| tool(name.trim(), OBJECT)))
+            .chain([tool(
+                "pattern",
+                r#"{"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}}}"#,
+            )])
+            .collect(),
         }
     }
 
@@ -112,6 +121,18 @@ impl tools::Guest for Misfit {
                 std::fs::write(STATE, "added").map_err(|e| Error::Failed(format!("{STATE}: {e}")))?;
                 host::list_changed(host::ListKind::Tools);
                 Ok(text("added a tool"))
+            }
+            // Updates for resources it does not serve (another plugin's, nobody's), its own
+            // many times over, and more distinct ones than a call may announce.
+            "announce" => {
+                for uri in ["file:///tmp/owned-by-files.txt", "calc://units/length", "nobody://x"] {
+                    host::resource_updated(uri);
+                }
+                let tail = "-a".repeat(31);
+                for i in 0..1_000 {
+                    host::resource_updated(&format!("misfit://{}{tail}!", i % 200));
+                }
+                Ok(text("announced"))
             }
             "pattern" => Ok(text("matched")),
             other => Err(Error::NotFound(format!("no tool {other}"))),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run py_roots.py with the official Python SDK, in the venv the shared smoke script uses.
-#   py-roots.sh --mode legacy|auto --root DIR --outside DIR [--read-only] URL
+# Run one of the Python client scripts here with the official Python SDK, in the venv the
+# shared smoke script uses.
+#   py.sh py_roots.py --mode legacy|auto --root DIR --outside DIR [--read-only] URL
+#   py.sh py_updates.py --root DIR URL
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${MCP_PY_SMOKE_CACHE:-/tmp/mcp-smoke-py}"
@@ -10,4 +12,6 @@ have="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("
 if [ "$have" != "$want" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "mcp==$want" >&2
 fi
-exec "$venv/bin/python" "$here/py_roots.py" "$@"
+script="$1"
+shift
+exec "$venv/bin/python" "$here/$script" "$@"
