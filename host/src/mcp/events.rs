@@ -9,12 +9,14 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rmcp::RoleServer;
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
-use rmcp::service::Peer;
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam, ProgressNotification,
+    ProgressNotificationParam, ProgressToken,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::request::ClientLink;
 use crate::runtime::{CallEvents, ListKind, LogLevel};
 
 const QUEUE: usize = 256;
@@ -85,7 +87,7 @@ impl CallEvents for RequestEvents {
 
 /// Where a request's events go.
 pub struct Route {
-    pub peer: Peer<RoleServer>,
+    pub link: Arc<dyn ClientLink>,
     pub plugin: String,
     pub progress_token: Option<ProgressToken>,
     /// The lowest level the client asked for; `None` sends no log messages.
@@ -106,7 +108,7 @@ pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents
                     if route.log_level.is_some_and(|min| rank(level) >= rank(min)) {
                         let mut param = LoggingMessageNotificationParam::new(level, serde_json::Value::String(message));
                         param.logger = logger.or_else(|| Some(route.plugin.clone()));
-                        let _ = route.peer.notify_logging_message(param).await;
+                        let _ = route.link.notify(LoggingMessageNotification::new(param).into()).await;
                     }
                 }
                 Event::Progress { progress, total, message } => {
@@ -114,7 +116,7 @@ pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents
                         let mut param = ProgressNotificationParam::new(token.clone(), progress);
                         param.total = total;
                         param.message = message;
-                        let _ = route.peer.notify_progress(param).await;
+                        let _ = route.link.notify(ProgressNotification::new(param).into()).await;
                     }
                 }
             }

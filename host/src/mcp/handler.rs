@@ -1,6 +1,7 @@
 //! The MCP requests Capsule answers, each mapped onto the catalog and the plugin runtime.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo,
@@ -13,10 +14,11 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::request::RequestCx;
 use super::session::{self, Change};
 use super::{
     CapsuleServer, Completion, Failure, MAX_URI_BYTES, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error,
-    check_uri, convert, input, links_supported, off_reactor, paged, plugin_error,
+    check_uri, convert, input, off_reactor, paged, plugin_error,
 };
 use crate::policy::ClientRoots;
 use crate::runtime::{ListKind, types as wit};
@@ -58,7 +60,7 @@ impl ServerHandler for CapsuleServer {
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
-        self.shared.sessions.register(cx.peer.clone(), self.session.clone());
+        self.shared.sessions.register(Arc::new(cx.peer), self.session.clone());
     }
 
     async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
@@ -82,6 +84,7 @@ impl ServerHandler for CapsuleServer {
         mut params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let cx = RequestCx::from_rmcp(&cx);
         let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", params.name),
@@ -138,7 +141,7 @@ impl ServerHandler for CapsuleServer {
                         params.name
                     ));
                 }
-                Ok(convert::tool_result(&result, structured, links_supported(&cx)).into())
+                Ok(convert::tool_result(&result, structured, cx.links_supported()).into())
             }
             Ok(Rounds::Done(Err(error))) => failed(match error {
                 wit::Error::NotFound(m) | wit::Error::InvalidParams(m) | wit::Error::Failed(m) => m,
@@ -181,6 +184,7 @@ impl ServerHandler for CapsuleServer {
         params: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let cx = RequestCx::from_rmcp(&cx);
         check_uri(&params.uri)?;
         let not_found = |message: String| ErrorData::resource_not_found(message, Some(json!({"uri": params.uri})));
         let catalog = self.shared.catalog();
@@ -255,6 +259,7 @@ impl ServerHandler for CapsuleServer {
         params: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let cx = RequestCx::from_rmcp(&cx);
         let catalog = self.shared.catalog();
         let Some(entry) = catalog.prompt(&params.name) else {
             return Err(ErrorData::invalid_params(
@@ -288,7 +293,7 @@ impl ServerHandler for CapsuleServer {
         let op = PromptGet { name: &params.name, arguments: &arguments };
         let outcome = self.with_input(&cx, &plugin, op, &bound_to, retry).await;
         match outcome {
-            Ok(Rounds::Done(Ok(result))) => Ok(convert::prompt_result(&result, links_supported(&cx)).into()),
+            Ok(Rounds::Done(Ok(result))) => Ok(convert::prompt_result(&result, cx.links_supported()).into()),
             Ok(Rounds::Done(Err(error))) => Err(plugin_error(error, |m| ErrorData::invalid_params(m, None))),
             Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
             Err(Failure::Protocol(error)) => Err(error),
@@ -301,6 +306,7 @@ impl ServerHandler for CapsuleServer {
         params: CompleteRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        let cx = RequestCx::from_rmcp(&cx);
         let catalog = self.shared.catalog();
         let (plugin, reference) = match &params.r#ref {
             Reference::Prompt(p) => {
@@ -333,7 +339,7 @@ impl ServerHandler for CapsuleServer {
             value: &params.argument.value,
             context: &context,
         };
-        let client = input::plugin_capabilities(cx.client_capabilities().as_ref());
+        let client = input::plugin_capabilities(cx.client.as_ref());
         let request = wit::RequestContext { client, responses: Vec::new(), state: None };
         let Round::Done(result) = self
             .run(&cx, &plugin, &op, &request, &ClientRoots::NotOffered)

@@ -6,15 +6,15 @@
 
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
     InputRequest, InputRequests, InputRequiredResult, ListRootsRequest, ServerRequest,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use super::convert;
+use super::request::ClientLink;
 use super::roots::ROOTS_KEY;
 use super::state::StateCodec;
 use crate::runtime::types as wit;
@@ -121,7 +121,7 @@ pub fn retry_context(
 /// originating request's stream, and collect the answers.
 pub async fn ask_legacy_client(
     requests: &[wit::KeyedInputRequest],
-    cx: &RequestContext<RoleServer>,
+    link: &dyn ClientLink,
 ) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
     let mut responses = Vec::with_capacity(requests.len());
     for r in requests {
@@ -139,13 +139,12 @@ pub async fn ask_legacy_client(
             )),
             wit::InputRequest::ListRoots => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
         };
-        let answer =
-            tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, cx.peer.send_request(request)).await.map_err(|_| {
-                ErrorData::internal_error(
-                    format!("the client did not answer the {} request in time", method(&r.request)),
-                    None,
-                )
-            })?;
+        let answer = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, link.request(request)).await.map_err(|_| {
+            ErrorData::internal_error(
+                format!("the client did not answer the {} request in time", method(&r.request)),
+                None,
+            )
+        })?;
         let response = match answer {
             Ok(result) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
             Err(e) => {

@@ -4,11 +4,16 @@
 //! (HTTP); they share the catalog and the session registry. Everything a plugin call needs
 //! from the client (elicitation, sampling, roots) goes through [`input`], which picks the
 //! mechanism the client's revision allows.
+//!
+//! Request handling below the protocol engine sees only a [`request::RequestCx`] and its
+//! [`request::ClientLink`], never rmcp's service types, so the transports and sessions can be
+//! replaced without touching it.
 
 mod convert;
 mod events;
 mod handler;
 mod input;
+mod request;
 mod roots;
 mod session;
 mod state;
@@ -16,9 +21,8 @@ mod state;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rmcp::model::{PaginatedRequestParams, ProtocolVersion};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer};
+use rmcp::ErrorData;
+use rmcp::model::PaginatedRequestParams;
 
 pub use session::Sessions;
 pub use state::StateCodec;
@@ -27,6 +31,7 @@ use crate::catalog::{Catalog, page};
 use crate::policy::ClientRoots;
 use crate::runtime::{CallError, Events, Plugin, types as wit};
 use events::Route;
+use request::RequestCx;
 use session::SessionState;
 
 /// Items per page of `tools/list`, `resources/list` and the like.
@@ -135,15 +140,6 @@ impl CapsuleServer {
     pub fn new(shared: Arc<Shared>) -> Self {
         CapsuleServer { shared, session: Arc::default() }
     }
-}
-
-fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
-    cx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
-}
-
-/// Resource links in content arrived with 2025-06-18.
-fn links_supported(cx: &RequestContext<RoleServer>) -> bool {
-    cx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_06_18.as_str())
 }
 
 fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
@@ -302,17 +298,16 @@ enum Failure {
 }
 
 impl CapsuleServer {
-    fn route(&self, cx: &RequestContext<RoleServer>, plugin: &Plugin) -> Route {
-        #[allow(deprecated)]
-        let log_level = if is_modern(cx) {
-            cx.meta.log_level()
+    fn route(&self, cx: &RequestCx, plugin: &Plugin) -> Route {
+        let log_level = if cx.is_modern() {
+            cx.log_level
         } else {
             *self.session.log_level.lock().unwrap_or_else(|e| e.into_inner())
         };
         Route {
-            peer: cx.peer.clone(),
+            link: cx.link.clone(),
             plugin: plugin.name().to_owned(),
-            progress_token: cx.meta.get_progress_token(),
+            progress_token: cx.progress_token.clone(),
             log_level,
         }
     }
@@ -321,17 +316,17 @@ impl CapsuleServer {
     /// is cancelled.
     async fn run<O: Operation>(
         &self,
-        cx: &RequestContext<RoleServer>,
+        cx: &RequestCx,
         plugin: &Plugin,
         op: &O,
         context: &wit::RequestContext,
         roots: &ClientRoots,
     ) -> Result<Round<O::Output, O::Ask>, CallError> {
-        let (events, changed, forward) = events::channel(cx.ct.clone(), self.route(cx, plugin));
+        let (events, changed, forward) = events::channel(cx.cancelled.clone(), self.route(cx, plugin));
         let work = async {
             tokio::select! {
                 result = op.round(plugin, context, roots, events) => result,
-                () = cx.ct.cancelled() => Err(CallError::Host("the request was cancelled".into())),
+                () = cx.cancelled.cancelled() => Err(CallError::Host("the request was cancelled".into())),
             }
         };
         // A client that does not read its notifications cannot hold the call past its
@@ -362,14 +357,14 @@ impl CapsuleServer {
     /// `input_required` back; older sessions are asked directly and the plugin is called again.
     async fn with_input<O: Operation<Ask = wit::InputRequired>>(
         &self,
-        cx: &RequestContext<RoleServer>,
+        cx: &RequestCx,
         plugin: &Plugin,
         op: O,
         bound_to: &str,
         retry: (Option<&rmcp::model::InputResponses>, Option<&str>),
     ) -> Result<Rounds<O::Output>, Failure> {
-        let client = input::plugin_capabilities(cx.client_capabilities().as_ref());
-        let modern = is_modern(cx);
+        let client = input::plugin_capabilities(cx.client.as_ref());
+        let modern = cx.is_modern();
         // The host asks for the client's roots itself when the plugin's directories are
         // narrowed to them; the plugin never sees that exchange.
         let wants_roots = plugin.grants().roots && client.roots;
@@ -392,7 +387,7 @@ impl CapsuleServer {
             (context, roots)
         } else {
             let roots = match wants_roots {
-                true => self.session.roots(&cx.peer).await,
+                true => self.session.roots(&*cx.link).await,
                 false => ClientRoots::NotOffered,
             };
             (wit::RequestContext { client, responses: Vec::new(), state: None }, roots)
@@ -415,10 +410,10 @@ impl CapsuleServer {
                     .map(Rounds::InputRequired)
                     .map_err(Failure::Protocol);
             }
-            let responses = input::ask_legacy_client(&ir.requests, cx).await.map_err(Failure::Protocol)?;
+            let responses = input::ask_legacy_client(&ir.requests, &*cx.link).await.map_err(Failure::Protocol)?;
             context = wit::RequestContext { client, responses, state: ir.state };
             if wants_roots {
-                roots = self.session.roots(&cx.peer).await;
+                roots = self.session.roots(&*cx.link).await;
             }
         }
         Err(Failure::Call(CallError::Host(format!(

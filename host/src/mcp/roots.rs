@@ -7,10 +7,10 @@
 
 #![allow(deprecated)] // Roots are deprecated by SEP-2577, still served to clients that declare them.
 
-use rmcp::RoleServer;
-use rmcp::service::Peer;
+use rmcp::model::{ClientResult, ListRootsRequest, ServerRequest};
 
 use super::input::CLIENT_ANSWER_TIMEOUT;
+use super::request::ClientLink;
 use super::session::SessionState;
 use crate::policy::ClientRoots;
 use crate::runtime::types as wit;
@@ -44,15 +44,17 @@ pub async fn resolve(roots: Vec<wit::Root>) -> Result<ClientRoots, String> {
 impl SessionState {
     /// This session's roots: the cached answer, or a fresh `roots/list` to the client. A
     /// client that fails to answer gets no roots, never the unnarrowed grants.
-    pub async fn roots(&self, peer: &Peer<RoleServer>) -> ClientRoots {
+    pub async fn roots(&self, link: &dyn ClientLink) -> ClientRoots {
         let mut cached = self.roots.lock().await;
         if let Some(roots) = cached.as_ref() {
             return roots.clone();
         }
-        let fetched = match tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, peer.list_roots()).await {
-            Ok(Ok(result)) => {
+        let ask = link.request(ServerRequest::ListRootsRequest(ListRootsRequest::default()));
+        let fetched = match tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, ask).await {
+            Ok(Ok(ClientResult::ListRootsResult(result))) => {
                 resolve(result.roots.into_iter().map(|r| wit::Root { uri: r.uri, name: r.name }).collect()).await
             }
+            Ok(Ok(other)) => Err(format!("the client answered roots/list with something else ({other:?})")),
             Ok(Err(e)) => Err(format!("the client did not answer roots/list ({e})")),
             Err(_) => Err("the client did not answer roots/list in time".into()),
         };

@@ -6,11 +6,13 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use rmcp::RoleServer;
-use rmcp::model::{LoggingLevel, ResourceUpdatedNotificationParam};
-use rmcp::service::{Peer, ServiceError};
+use rmcp::model::{
+    LoggingLevel, PromptListChangedNotification, ResourceListChangedNotification, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerNotification, ToolListChangedNotification,
+};
 use tokio::sync::broadcast;
 
+use super::request::{ClientLink, LinkError};
 use crate::policy::ClientRoots;
 use crate::runtime::ListKind;
 
@@ -46,7 +48,7 @@ pub fn covers(subscribed: &str, updated: &str) -> bool {
 }
 
 struct Live {
-    peer: Peer<RoleServer>,
+    link: Arc<dyn ClientLink>,
     state: Arc<SessionState>,
 }
 
@@ -65,10 +67,10 @@ impl Default for Sessions {
 
 impl Sessions {
     /// Remember a legacy session so it hears about changes.
-    pub fn register(&self, peer: Peer<RoleServer>, state: Arc<SessionState>) {
+    pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|l| !l.peer.is_transport_closed());
-        live.push(Live { peer, state });
+        live.retain(|l| !l.link.is_closed());
+        live.push(Live { link, state });
     }
 
     /// Listen for changes (for a `subscriptions/listen` stream).
@@ -77,10 +79,10 @@ impl Sessions {
     }
 
     /// The live sessions (forgetting closed ones), with what each should be sent.
-    fn each<T: Send + 'static>(&self, what: impl Fn(&SessionState) -> Option<T>) -> Vec<(Peer<RoleServer>, T)> {
+    fn each<T: Send + 'static>(&self, what: impl Fn(&SessionState) -> Option<T>) -> Vec<(Arc<dyn ClientLink>, T)> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|l| !l.peer.is_transport_closed());
-        live.iter().filter_map(|l| Some((l.peer.clone(), what(&l.state)?))).collect()
+        live.retain(|l| !l.link.is_closed());
+        live.iter().filter_map(|l| Some((l.link.clone(), what(&l.state)?))).collect()
     }
 
     /// Tell every client that a list changed. Each session is sent to on its own task with a
@@ -88,14 +90,16 @@ impl Sessions {
     /// tool call), not the other sessions.
     pub async fn list_changed(&self, kind: ListKind) {
         let _ = self.changes.send(Change::List(kind));
-        for (peer, ()) in self.each(|_| Some(())) {
-            send_in_time(async move {
-                match kind {
-                    ListKind::Tools => peer.notify_tool_list_changed().await,
-                    ListKind::Resources => peer.notify_resource_list_changed().await,
-                    ListKind::Prompts => peer.notify_prompt_list_changed().await,
-                }
-            });
+        let notification = || -> ServerNotification {
+            match kind {
+                ListKind::Tools => ToolListChangedNotification::default().into(),
+                ListKind::Resources => ResourceListChangedNotification::default().into(),
+                ListKind::Prompts => PromptListChangedNotification::default().into(),
+            }
+        };
+        for (link, ()) in self.each(|_| Some(())) {
+            let notification = notification();
+            send_in_time(async move { link.notify(notification).await });
         }
     }
 
@@ -111,10 +115,11 @@ impl Sessions {
                 uris.iter().filter(|uri| subscriptions.iter().any(|s| covers(s, uri))).cloned().collect();
             (!wanted.is_empty()).then_some(wanted)
         };
-        for (peer, wanted) in self.each(wanted) {
+        for (link, wanted) in self.each(wanted) {
             send_in_time(async move {
                 for uri in wanted {
-                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await?;
+                    let param = ResourceUpdatedNotificationParam::new(uri);
+                    link.notify(ResourceUpdatedNotification::new(param).into()).await?;
                 }
                 Ok(())
             });
@@ -123,7 +128,7 @@ impl Sessions {
 }
 
 /// Send to one session on its own task, giving up after [`NOTIFY_TIMEOUT`].
-fn send_in_time(send: impl Future<Output = Result<(), ServiceError>> + Send + 'static) {
+fn send_in_time(send: impl Future<Output = Result<(), LinkError>> + Send + 'static) {
     tokio::spawn(async move {
         if tokio::time::timeout(NOTIFY_TIMEOUT, send).await.is_err() {
             tracing::debug!("a session did not take a change notification in time; dropped");

@@ -1,0 +1,110 @@
+//! The seam between transports and the MCP layer: what every request carries from the front
+//! door to the catalog, and the one way the MCP layer talks back to the client that sent it.
+//!
+//! A transport fills in a [`RequestCx`] per request and hands over a [`ClientLink`]; nothing
+//! below this module knows which transport, framing or session machinery is in front of it.
+//! The transport, the session, tenants, principals and metrics join here as fields when
+//! something below needs them, not as new paths.
+
+#![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientCapabilities, ClientResult, LoggingLevel, ProgressToken, ProtocolVersion, ServerNotification, ServerRequest,
+};
+use rmcp::service::{Peer, RequestContext, ServiceError};
+use tokio_util::sync::CancellationToken;
+
+/// A boxed future, as a [`ClientLink`] returns.
+pub type LinkFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LinkError>> + Send + 'a>>;
+
+/// Why a message to the client did not get through.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The connection or session is gone.
+    #[error("the client is no longer connected")]
+    Closed,
+    /// The client answered a request with an error, or the exchange failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How the MCP layer reaches a client: notifications, and requests it must answer
+/// (elicitation, sampling, roots). Implemented by each transport.
+pub trait ClientLink: Send + Sync + 'static {
+    /// Send a notification.
+    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()>;
+    /// Send a request and wait for the client's answer.
+    fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult>;
+    /// Whether the client is gone for good (nothing sent will arrive).
+    fn is_closed(&self) -> bool;
+}
+
+fn link_error(error: ServiceError) -> LinkError {
+    match error {
+        ServiceError::TransportClosed => LinkError::Closed,
+        other => LinkError::Failed(other.to_string()),
+    }
+}
+
+/// rmcp's service in front: its peer is the link.
+impl ClientLink for Peer<RoleServer> {
+    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
+        Box::pin(async move { self.send_notification(notification).await.map_err(link_error) })
+    }
+
+    fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult> {
+        Box::pin(async move { self.send_request(request).await.map_err(link_error) })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.is_transport_closed()
+    }
+}
+
+/// What one request carries through the MCP layer.
+pub struct RequestCx {
+    /// The revision in force: negotiated by the session, or named by a 2026-07-28 request.
+    pub version: Option<ProtocolVersion>,
+    /// What the client declared it supports.
+    pub client: Option<ClientCapabilities>,
+    /// The request's progress token, if it wants progress.
+    pub progress_token: Option<ProgressToken>,
+    /// The log level a 2026-07-28 request asked for in its `_meta`.
+    pub log_level: Option<LoggingLevel>,
+    /// Fires when the client cancels the request or goes away.
+    pub cancelled: CancellationToken,
+    /// The way back to the client.
+    pub link: Arc<dyn ClientLink>,
+}
+
+impl RequestCx {
+    /// The context of a request rmcp's service dispatched.
+    pub fn from_rmcp(cx: &RequestContext<RoleServer>) -> RequestCx {
+        RequestCx {
+            version: cx.protocol_version(),
+            client: cx.client_capabilities(),
+            progress_token: cx.meta.get_progress_token(),
+            log_level: cx.meta.log_level(),
+            cancelled: cx.ct.clone(),
+            link: Arc::new(cx.peer.clone()),
+        }
+    }
+
+    /// A 2026-07-28 (stateless) request.
+    pub fn is_modern(&self) -> bool {
+        self.at_least(&ProtocolVersion::V_2026_07_28)
+    }
+
+    /// Resource links in content arrived with 2025-06-18.
+    pub fn links_supported(&self) -> bool {
+        self.at_least(&ProtocolVersion::V_2025_06_18)
+    }
+
+    fn at_least(&self, version: &ProtocolVersion) -> bool {
+        self.version.as_ref().is_some_and(|v| v.as_str() >= version.as_str())
+    }
+}
