@@ -1,27 +1,24 @@
-//! The MCP requests Capsule answers, each mapped onto the catalog and the plugin runtime.
+//! rmcp's service in front of Capsule: its `ServerHandler` answers lists, subscriptions and
+//! settings from the catalog and the session, and hands the requests that call plugins to
+//! [`super::calls`] with a [`RequestCx`].
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::request::RequestCx;
 use super::session::{self, Change};
-use super::{
-    CapsuleServer, Completion, Failure, MAX_URI_BYTES, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error,
-    check_uri, convert, input, off_reactor, paged, plugin_error,
-};
-use crate::policy::ClientRoots;
-use crate::runtime::{ListKind, types as wit};
+use super::{CapsuleServer, MAX_URI_BYTES, check_uri, convert, paged};
+use crate::runtime::ListKind;
 
 /// Resources one session may subscribe to at once.
 const MAX_SUBSCRIPTIONS: usize = 1_000;
@@ -81,75 +78,10 @@ impl ServerHandler for CapsuleServer {
 
     async fn call_tool(
         &self,
-        mut params: CallToolRequestParams,
+        params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let cx = RequestCx::from_rmcp(&cx);
-        let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
-            return Err(ErrorData::invalid_params(
-                format!("Unknown tool: {}", params.name),
-                Some(json!({"name": params.name})),
-            ));
-        };
-        let arguments = Value::Object(params.arguments.take().unwrap_or_default());
-        let text = arguments.to_string();
-        let checked = {
-            let entry = entry.clone();
-            off_reactor(text.len(), move || entry.validate_arguments(&arguments)).await
-        };
-        if let Err(problems) = checked {
-            return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-                "Invalid arguments for tool {}: {problems}",
-                params.name
-            ))])
-            .into());
-        }
-        let arguments = text;
-        let plugin = entry.plugin.clone();
-        let bound_to = format!("tools/call\0{}", params.name);
-        let op = ToolCall { name: &params.name, arguments: &arguments };
-        let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
-        let outcome = self.with_input(&cx, &plugin, op, &bound_to, retry).await;
-        let failed = |message: String| Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]).into());
-        match outcome {
-            Ok(Rounds::Done(Ok(result))) => {
-                let structured =
-                    match result.structured_content.as_deref().map(serde_json::from_str::<Value>).transpose() {
-                        Ok(structured) => structured,
-                        Err(e) => {
-                            return failed(format!(
-                                "Tool {} returned structured content that is not JSON: {e}",
-                                params.name
-                            ));
-                        }
-                    };
-                if let (Some(value), false) = (&structured, result.is_error) {
-                    let size = result.structured_content.as_deref().map_or(0, str::len);
-                    let checked = {
-                        let (entry, value) = (entry.clone(), value.clone());
-                        off_reactor(size, move || entry.validate_output(&value)).await
-                    };
-                    if let Err(problems) = checked {
-                        return failed(format!(
-                            "Tool {} returned output that does not match its output schema: {problems}",
-                            params.name
-                        ));
-                    }
-                } else if entry.output_schema.is_some() && !result.is_error {
-                    return failed(format!(
-                        "Tool {} declares an output schema but returned no structured content",
-                        params.name
-                    ));
-                }
-                Ok(convert::tool_result(&result, structured, cx.links_supported()).into())
-            }
-            Ok(Rounds::Done(Err(error))) => failed(match error {
-                wit::Error::NotFound(m) | wit::Error::InvalidParams(m) | wit::Error::Failed(m) => m,
-            }),
-            Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
-            Err(Failure::Protocol(error)) => Err(error),
-            Err(Failure::Call(error)) => failed(format!("Tool {} failed: {error}", params.name)),
-        }
+        self.tools_call(params, &RequestCx::from_rmcp(&cx)).await
     }
 
     async fn list_resources(
@@ -184,28 +116,7 @@ impl ServerHandler for CapsuleServer {
         params: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let cx = RequestCx::from_rmcp(&cx);
-        check_uri(&params.uri)?;
-        let not_found = |message: String| ErrorData::resource_not_found(message, Some(json!({"uri": params.uri})));
-        let catalog = self.shared.catalog();
-        let Some(plugin) = catalog.resource_owner(&params.uri).cloned() else {
-            return Err(not_found(format!("Resource not found: {}", params.uri)));
-        };
-        let bound_to = format!("resources/read\0{}", params.uri);
-        let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
-        let outcome = self.with_input(&cx, &plugin, ResourceRead { uri: &params.uri }, &bound_to, retry).await;
-        match outcome {
-            Ok(Rounds::Done(Ok(contents))) if contents.is_empty() => {
-                Err(not_found(format!("Resource not found: {}", params.uri)))
-            }
-            Ok(Rounds::Done(Ok(contents))) => {
-                Ok(ReadResourceResult::new(contents.iter().map(convert::resource_contents).collect()).into())
-            }
-            Ok(Rounds::Done(Err(error))) => Err(plugin_error(error, not_found)),
-            Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
-            Err(Failure::Protocol(error)) => Err(error),
-            Err(Failure::Call(error)) => Err(call_error(&plugin, error)),
-        }
+        self.resources_read(params, &RequestCx::from_rmcp(&cx)).await
     }
 
     async fn subscribe(
@@ -259,46 +170,7 @@ impl ServerHandler for CapsuleServer {
         params: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let cx = RequestCx::from_rmcp(&cx);
-        let catalog = self.shared.catalog();
-        let Some(entry) = catalog.prompt(&params.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("Unknown prompt: {}", params.name),
-                Some(json!({"name": params.name})),
-            ));
-        };
-        let mut arguments = Vec::new();
-        for (name, value) in params.arguments.iter().flatten() {
-            match value {
-                Value::String(s) => arguments.push((name.clone(), s.clone())),
-                other => {
-                    return Err(ErrorData::invalid_params(
-                        format!("prompt argument {name} must be a string, got {other}"),
-                        None,
-                    ));
-                }
-            }
-        }
-        if let Some(missing) =
-            entry.prompt.arguments.iter().find(|a| a.required && !arguments.iter().any(|(n, _)| n == &a.name))
-        {
-            return Err(ErrorData::invalid_params(
-                format!("prompt {} needs argument {}", params.name, missing.name),
-                None,
-            ));
-        }
-        let plugin = entry.plugin.clone();
-        let bound_to = format!("prompts/get\0{}", params.name);
-        let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
-        let op = PromptGet { name: &params.name, arguments: &arguments };
-        let outcome = self.with_input(&cx, &plugin, op, &bound_to, retry).await;
-        match outcome {
-            Ok(Rounds::Done(Ok(result))) => Ok(convert::prompt_result(&result, cx.links_supported()).into()),
-            Ok(Rounds::Done(Err(error))) => Err(plugin_error(error, |m| ErrorData::invalid_params(m, None))),
-            Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
-            Err(Failure::Protocol(error)) => Err(error),
-            Err(Failure::Call(error)) => Err(call_error(&plugin, error)),
-        }
+        self.prompts_get(params, &RequestCx::from_rmcp(&cx)).await
     }
 
     async fn complete(
@@ -306,52 +178,7 @@ impl ServerHandler for CapsuleServer {
         params: CompleteRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let cx = RequestCx::from_rmcp(&cx);
-        let catalog = self.shared.catalog();
-        let (plugin, reference) = match &params.r#ref {
-            Reference::Prompt(p) => {
-                (catalog.prompt(&p.name).map(|e| e.plugin.clone()), wit::Reference::Prompt(p.name.clone()))
-            }
-            Reference::Resource(r) => {
-                check_uri(&r.uri)?;
-                (catalog.template_owner(&r.uri).cloned(), wit::Reference::ResourceTemplate(r.uri.clone()))
-            }
-            _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),
-        };
-        let Some(plugin) = plugin else {
-            return Err(ErrorData::invalid_params(
-                "completion reference names no known prompt or resource template",
-                None,
-            ));
-        };
-        if !plugin.manifest().completion {
-            return Ok(CompleteResult::new(CompletionInfo::new(Vec::new()).unwrap_or_default()));
-        }
-        let context: Vec<(String, String)> = params
-            .context
-            .as_ref()
-            .and_then(|c| c.arguments.as_ref())
-            .map(|args| args.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        let op = Completion {
-            reference: &reference,
-            argument: &params.argument.name,
-            value: &params.argument.value,
-            context: &context,
-        };
-        let client = input::plugin_capabilities(cx.client.as_ref());
-        let request = wit::RequestContext { client, responses: Vec::new(), state: None };
-        let Round::Done(result) = self
-            .run(&cx, &plugin, &op, &request, &ClientRoots::NotOffered)
-            .await
-            .map_err(|e| call_error(&plugin, e))?;
-        let suggestions = result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?;
-        let mut values = suggestions.values;
-        values.truncate(CompletionInfo::MAX_VALUES);
-        let mut info = CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
-        info.total = suggestions.total;
-        info.has_more = Some(suggestions.has_more);
-        Ok(CompleteResult::new(info))
+        self.completion_complete(params, &RequestCx::from_rmcp(&cx)).await
     }
 
     #[allow(deprecated)]

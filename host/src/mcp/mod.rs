@@ -9,6 +9,7 @@
 //! [`request::ClientLink`], never rmcp's service types, so the transports and sessions can be
 //! replaced without touching it.
 
+mod calls;
 mod convert;
 mod events;
 mod handler;
