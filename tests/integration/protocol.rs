@@ -125,16 +125,22 @@ async fn deleted_sessions_are_gone() {
     client.initialize("2025-11-25", json!({})).await;
     let session = client.session.clone().unwrap();
     assert!(session.bytes().all(|b| (0x21..=0x7e).contains(&b)), "session ids are visible ASCII");
-    let response = reqwest::Client::new()
-        .delete(&server.url)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "DELETE: {}", response.status());
+    let delete = async |session: &str| {
+        reqwest::Client::new()
+            .delete(&server.url)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(delete(&session).await, 204);
     let after = client.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(after.status, 404, "{}", after.body);
+    // An ended or never-issued session cannot be ended again.
+    assert_eq!(delete(&session).await, 404, "a second DELETE of an ended session");
+    assert_eq!(delete("no-such-session").await, 404, "DELETE of a session never issued");
 }
 
 const ALL_CAPS: fn() -> Value = || json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}});

@@ -135,6 +135,14 @@ fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<St
 
 async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE {
+        // A session that does not exist (never did, or already ended) cannot be ended: 404,
+        // as for any other request naming it, never a success.
+        let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+        if let Some(session) = session
+            && !guard.sessions.sessions.read().await.contains_key(session)
+        {
+            return jsonrpc_error(StatusCode::NOT_FOUND, Value::Null, -32001, "no such session (it may have ended)");
+        }
         // rmcp acknowledges a session DELETE with 202; clients (the Python SDK among them)
         // expect 200 or 204 for a completed termination.
         let mut response = next.run(request).await;
