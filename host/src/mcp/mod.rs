@@ -5,8 +5,8 @@
 //! from the client (elicitation, sampling, roots) goes through [`input`], which picks the
 //! mechanism the client's revision allows.
 //!
-//! Request handling below the protocol engine sees only a [`request::RequestCx`] and its
-//! [`request::ClientLink`], never rmcp's service types, so the transports and sessions can be
+//! Request handling below the protocol engine sees only a `RequestCx` and its
+//! `ClientLink`, never rmcp's service types, so the transports and sessions can be
 //! replaced without touching it.
 
 mod calls;
