@@ -7,7 +7,6 @@ Prints one line per check and ends with `N passed, M failed`; exit 1 if any fail
 from __future__ import annotations
 
 import argparse
-import asyncio
 import pathlib
 import sys
 import warnings
@@ -15,15 +14,7 @@ import warnings
 import mcp
 import mcp.types as types
 
-PASSED = 0
-FAILED = 0
-
-
-def check(name: str, ok: bool, detail: str = "") -> None:
-    global PASSED, FAILED
-    PASSED += ok
-    FAILED += not ok
-    print(f"{'PASS' if ok else 'FAIL'} {name}{(': ' + detail) if detail else ''}", flush=True)
+from checks import check, report
 
 
 def text(result) -> str:
@@ -105,12 +96,7 @@ def main() -> int:
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("url")
     opts = parser.parse_args()
-    try:
-        asyncio.run(asyncio.wait_for(run(opts), 60))
-    except BaseException as e:  # noqa: BLE001 - report and count any failure
-        check("run", False, f"{type(e).__name__}: {e}")
-    print(f"{PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return report(run(opts))
 
 
 if __name__ == "__main__":

@@ -15,15 +15,7 @@ import warnings
 
 import mcp
 
-PASSED = 0
-FAILED = 0
-
-
-def check(name: str, ok: bool, detail: str = "") -> None:
-    global PASSED, FAILED
-    PASSED += ok
-    FAILED += not ok
-    print(f"{'PASS' if ok else 'FAIL'} {name}{(': ' + detail) if detail else ''}", flush=True)
+from checks import check, report
 
 
 def text(result) -> str:
@@ -113,12 +105,7 @@ def main() -> int:
     parser.add_argument("--root", required=True)
     parser.add_argument("url")
     opts = parser.parse_args()
-    try:
-        asyncio.run(asyncio.wait_for(run(opts), 60))
-    except BaseException as e:  # noqa: BLE001 - report and count any failure
-        check("run", False, f"{type(e).__name__}: {e}")
-    print(f"{PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return report(run(opts))
 
 
 if __name__ == "__main__":
