@@ -38,6 +38,17 @@ impl Ledger {
     fn shared(&self) -> u32 {
         self.total.saturating_sub(self.reserved)
     }
+
+    /// Free `plugin`'s reserve once no version of it is loaded and none of its calls runs.
+    fn close_if_idle(&mut self, plugin: &str) {
+        if let Some(account) = self.accounts.get(plugin)
+            && account.holders == 0
+            && account.in_use == 0
+        {
+            self.reserved -= account.reserve;
+            self.accounts.remove(plugin);
+        }
+    }
 }
 
 /// The engine's instances and who may use them. Cheap to clone.
@@ -128,11 +139,7 @@ impl Drop for Reservation {
         let mut ledger = lock(&self.ledger);
         let Some(account) = ledger.accounts.get_mut(&self.plugin) else { return };
         account.holders -= 1;
-        if account.holders == 0 && account.in_use == 0 {
-            let reserve = account.reserve;
-            ledger.accounts.remove(&self.plugin);
-            ledger.reserved -= reserve;
-        }
+        ledger.close_if_idle(&self.plugin);
     }
 }
 
@@ -154,11 +161,7 @@ impl Drop for Lease {
         }
         let Some(account) = ledger.accounts.get_mut(&self.plugin) else { return };
         account.in_use -= 1;
-        if account.holders == 0 && account.in_use == 0 {
-            let reserve = account.reserve;
-            ledger.accounts.remove(&self.plugin);
-            ledger.reserved -= reserve;
-        }
+        ledger.close_if_idle(&self.plugin);
     }
 }
 
