@@ -193,13 +193,14 @@ impl ServerHandler for CapsuleServer {
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         let mut accepted = requested.supported_by(&self.get_info().capabilities);
-        // Honour only resources that exist, with the same bounds as `resources/subscribe`.
+        // Honour only resources that exist, with the same bounds as `resources/subscribe`;
+        // only the first 1,000 requested are looked at, so a huge filter costs no more.
         if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.truncate(MAX_SUBSCRIPTIONS);
             let catalog = self.shared.catalog();
             uris.retain(|uri| uri.len() <= MAX_URI_BYTES && catalog.resource_owner(uri).is_some());
             uris.sort();
             uris.dedup();
-            uris.truncate(MAX_SUBSCRIPTIONS);
         }
         Some(accepted)
     }
