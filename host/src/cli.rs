@@ -50,6 +50,9 @@ struct ServeArgs {
     /// Speak MCP on stdin/stdout (for clients that launch the server, e.g. Claude Desktop).
     #[arg(long, conflicts_with = "listen")]
     stdio: bool,
+    /// Longest stdio line (one JSON-RPC message), in bytes; a longer one is answered with an error.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = body_bytes, requires = "stdio")]
+    max_line_bytes: usize,
     /// Address for Streamable HTTP; MCP is served at /mcp.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
@@ -291,7 +294,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         crate::admin::serve(loader.clone(), addr, token, shutdown.clone()).await?;
     }
     if args.stdio {
-        return crate::transport::stdio::serve(shared).await;
+        let options = crate::transport::stdio::StdioOptions { max_line_bytes: args.max_line_bytes };
+        return crate::transport::stdio::serve(shared, options).await;
     }
     let on_signal = shutdown.clone();
     tokio::spawn(async move {

@@ -12,3 +12,4 @@ mod hotswap;
 mod protocol;
 mod sandbox;
 mod support;
+mod wire;

@@ -333,8 +333,14 @@ pub struct StdioServer {
 
 impl StdioServer {
     pub fn start() -> StdioServer {
+        StdioServer::start_with(&[])
+    }
+
+    /// Start with more `serve` flags.
+    pub fn start_with(args: &[&str]) -> StdioServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .args(["serve", "--stdio"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -347,8 +353,14 @@ impl StdioServer {
 
     /// Write one line as it is (it need not be valid JSON).
     pub fn send_line(&mut self, line: &str) {
+        self.send_bytes(format!("{line}\n").as_bytes());
+    }
+
+    /// Write raw bytes (not necessarily UTF-8, not necessarily a whole line).
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
         use std::io::Write;
-        writeln!(self.stdin.as_mut().expect("stdin open"), "{line}").expect("write to capsule");
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).and_then(|()| stdin.flush()).expect("write to capsule");
     }
 
     pub fn send(&mut self, message: &Value) {
@@ -372,8 +384,13 @@ impl StdioServer {
 
     /// Close stdin and expect a clean exit.
     pub fn finish(mut self) {
-        drop(self.stdin.take());
+        self.close_input();
         assert!(self.child.wait().expect("wait").success(), "capsule should exit cleanly when stdin closes");
+    }
+
+    /// Close stdin (answers to what was sent may still follow).
+    pub fn close_input(&mut self) {
+        drop(self.stdin.take());
     }
 }
 

@@ -2,12 +2,16 @@
 //! `completion/complete`), written against [`RequestCx`] so that any front (rmcp's service
 //! today, Capsule's own wire next) can dispatch to them.
 
+use std::borrow::Cow;
+
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo,
-    GetPromptRequestParams, GetPromptResponse, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Reference,
+    CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
+    GetPromptResponse, InputResponses, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
+    RequestMetaObject,
 };
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::request::RequestCx;
@@ -18,11 +22,28 @@ use super::{
 use crate::policy::ClientRoots;
 use crate::runtime::types as wit;
 
+/// `tools/call`'s params, the arguments left as the client's own text.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallParams<'a> {
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<RequestMetaObject>,
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub arguments: Option<&'a RawValue>,
+    #[serde(default)]
+    pub input_responses: Option<InputResponses>,
+    #[serde(default)]
+    pub request_state: Option<String>,
+}
+
 impl CapsuleServer {
-    /// `tools/call`: validate the arguments, run the tool through its input rounds, check its output.
+    /// `tools/call`: validate the arguments, run the tool through its input rounds, check its
+    /// output. The plugin gets the arguments as the client wrote them.
     pub(super) async fn tools_call(
         &self,
-        mut params: CallToolRequestParams,
+        params: CallParams<'_>,
         cx: &RequestCx,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
@@ -31,8 +52,12 @@ impl CapsuleServer {
                 Some(json!({"name": params.name})),
             ));
         };
-        let arguments = Value::Object(params.arguments.take().unwrap_or_default());
-        let text = arguments.to_string();
+        let text = params.arguments.map_or("{}", RawValue::get);
+        let arguments: Value = serde_json::from_str(text)
+            .map_err(|e| ErrorData::invalid_params(format!("Invalid params: arguments: {e}"), None))?;
+        if !arguments.is_object() {
+            return Err(ErrorData::invalid_params("Invalid params: arguments must be an object", None));
+        }
         let checked = {
             let entry = entry.clone();
             off_reactor(text.len(), move || entry.validate_arguments(&arguments)).await
@@ -44,10 +69,9 @@ impl CapsuleServer {
             ))])
             .into());
         }
-        let arguments = text;
         let plugin = entry.plugin.clone();
         let bound_to = format!("tools/call\0{}", params.name);
-        let op = ToolCall { name: &params.name, arguments: &arguments };
+        let op = ToolCall { name: &params.name, arguments: text };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
         let failed = |message: String| Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]).into());

@@ -1,19 +1,23 @@
-//! The MCP server: rmcp's protocol engine with Capsule's catalog behind it.
+//! The MCP server: Capsule's catalog served over MCP, every revision at once.
 //!
 //! One [`CapsuleServer`] value per connection (stdio), legacy session or stateless request
-//! (HTTP); they share the catalog and the session registry. Everything a plugin call needs
-//! from the client (elicitation, sampling, roots) goes through [`input`], which picks the
-//! mechanism the client's revision allows.
+//! (HTTP); they share the catalog and the session registry. A transport reads a message
+//! and hands its method and raw params to [`CapsuleServer::request`] with a [`Front`]
+//! (the request id, the [`ClientLink`] back to the client, its cancellation), and writes
+//! the result it gets back; `dispatch` applies the revision rules in one place. Everything
+//! a plugin call needs from the client (elicitation, sampling, roots) goes through `input`,
+//! which picks the mechanism the client's revision allows.
 //!
-//! Request handling below the protocol engine sees only a `RequestCx` and its
-//! `ClientLink`, never rmcp's service types, so the transports and sessions can be
-//! replaced without touching it.
+//! Request handling sees only a `RequestCx` and its `ClientLink`, never a transport. rmcp's
+//! service still fronts the HTTP transport through `handler`, onto the same functions.
 
 mod calls;
 mod convert;
+mod dispatch;
 mod events;
 mod handler;
 mod input;
+mod lists;
 mod request;
 mod roots;
 mod session;
@@ -25,7 +29,8 @@ use arc_swap::ArcSwap;
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
 
-pub use session::Sessions;
+pub use request::{ClientLink, Front, LinkError, LinkFuture};
+pub use session::{InFlight, Sessions};
 pub use state::StateCodec;
 
 use crate::catalog::{Catalog, page};
@@ -140,6 +145,16 @@ impl CapsuleServer {
     /// A server for a new connection or session.
     pub fn new(shared: Arc<Shared>) -> Self {
         CapsuleServer { shared, session: Arc::default() }
+    }
+
+    /// Note a request of this session as running (see [`InFlight`]).
+    pub fn begin(&self, id: &rmcp::model::RequestId) -> InFlight {
+        self.session.begin(id)
+    }
+
+    /// The revision this session agreed on in `initialize`, if it has.
+    pub fn negotiated(&self) -> Option<rmcp::model::ProtocolVersion> {
+        self.session.peer.get().map(|peer| peer.version.clone())
     }
 }
 

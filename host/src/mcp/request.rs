@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientCapabilities, ClientResult, LoggingLevel, ProgressToken, ProtocolVersion, ServerNotification, ServerRequest,
+    ClientCapabilities, ClientResult, LoggingLevel, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext, ServiceError};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,8 @@ pub trait ClientLink: Send + Sync + 'static {
     fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult>;
     /// Whether the client is gone for good (nothing sent will arrive).
     fn is_closed(&self) -> bool;
+    /// Finishes when the client is gone for good.
+    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 fn link_error(error: ServiceError) -> LinkError {
@@ -63,6 +66,21 @@ impl ClientLink for Peer<RoleServer> {
     fn is_closed(&self) -> bool {
         self.is_transport_closed()
     }
+
+    /// rmcp ends its requests itself when the transport closes.
+    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// What a transport hands the MCP layer with each request it reads.
+pub struct Front {
+    /// The request's JSON-RPC id.
+    pub id: RequestId,
+    /// The way back to the client.
+    pub link: Arc<dyn ClientLink>,
+    /// Fires when the client cancels the request or goes away.
+    pub cancelled: CancellationToken,
 }
 
 /// What one request carries through the MCP layer.

@@ -3,14 +3,17 @@
 
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
-    LoggingLevel, PromptListChangedNotification, ResourceListChangedNotification, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, ServerNotification, ToolListChangedNotification,
+    ClientCapabilities, LoggingLevel, PromptListChangedNotification, ProtocolVersion, RequestId,
+    ResourceListChangedNotification, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+    ToolListChangedNotification,
 };
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use super::request::{ClientLink, LinkError};
 use crate::policy::ClientRoots;
@@ -19,15 +22,72 @@ use crate::runtime::ListKind;
 /// How long one session may take to accept a list-change notification.
 const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// What a legacy client said of itself in `initialize`, with the revision agreed on.
+pub struct Peer {
+    pub version: ProtocolVersion,
+    pub capabilities: ClientCapabilities,
+}
+
 /// Settings of one legacy session (or of the stdio connection).
 #[derive(Default)]
 pub struct SessionState {
+    /// Set once by `initialize`.
+    pub peer: OnceLock<Peer>,
+    /// Set once the session is registered to hear of changes.
+    registered: AtomicBool,
+    /// Requests running now, so `notifications/cancelled` can stop them. Clients may reuse
+    /// an id while the first is still running; both are then cancelled together.
+    in_flight: Mutex<HashMap<RequestId, (CancellationToken, usize)>>,
     /// Set by `logging/setLevel`; no log messages are sent before that.
     pub log_level: Mutex<Option<LoggingLevel>>,
     /// URIs subscribed with `resources/subscribe`.
     pub subscriptions: Mutex<BTreeSet<String>>,
     /// The client's roots, once asked for; cleared when the client says they changed.
     pub roots: tokio::sync::Mutex<Option<ClientRoots>>,
+}
+
+impl SessionState {
+    /// Note a request as running until the returned guard drops; its token fires if the
+    /// client cancels it.
+    pub fn begin(self: &Arc<Self>, id: &RequestId) -> InFlight {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let (token, count) = in_flight.entry(id.clone()).or_insert_with(|| (CancellationToken::new(), 0));
+        *count += 1;
+        InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
+    }
+
+    /// Cancel the running request(s) with this id, if any.
+    pub fn cancel(&self, id: &RequestId) {
+        if let Some((token, _)) = self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            token.cancel();
+        }
+    }
+}
+
+/// A request noted as running; see [`SessionState::begin`].
+pub struct InFlight {
+    session: Arc<SessionState>,
+    id: RequestId,
+    token: CancellationToken,
+}
+
+impl InFlight {
+    /// Fires when the client cancels the request.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut in_flight = self.session.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, count)) = in_flight.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.id);
+            }
+        }
+    }
 }
 
 /// A change every interested client hears of.
@@ -66,8 +126,11 @@ impl Default for Sessions {
 }
 
 impl Sessions {
-    /// Remember a legacy session so it hears about changes.
+    /// Remember a legacy session so it hears about changes (once, however often asked).
     pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>) {
+        if state.registered.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.link.is_closed());
         live.push(Live { link, state });

@@ -19,13 +19,16 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
+use rmcp::ErrorData;
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc;
+use super::jsonrpc::{self, Incoming, Message};
 use crate::mcp::{CapsuleServer, Shared};
 
 /// Limits and policy of the HTTP endpoint.
@@ -129,8 +132,20 @@ pub async fn serve_on(
     Ok(())
 }
 
-fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<String>) -> Response {
-    json_response(status, &jsonrpc::error(id, code, message))
+fn jsonrpc_error(status: StatusCode, id: Option<&RequestId>, code: i32, message: impl Into<String>) -> Response {
+    bytes_response(status, jsonrpc::error(id, &ErrorData::new(ErrorCode(code), message.into(), None)))
+}
+
+fn bytes_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
+/// Whether rmcp can decode a message (e.g. `params` of the right shape): `Err` is the
+/// invalid-request error, echoing the id.
+fn check_typed(bytes: &[u8], id: Option<&RequestId>) -> Result<(), Vec<u8>> {
+    serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
+        .map(drop)
+        .map_err(|e| jsonrpc::error(id, &ErrorData::invalid_request(format!("Invalid Request: {e}"), None)))
 }
 
 async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
@@ -141,7 +156,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         if let Some(session) = session
             && !guard.sessions.sessions.read().await.contains_key(session)
         {
-            return jsonrpc_error(StatusCode::NOT_FOUND, Value::Null, -32001, "no such session (it may have ended)");
+            return jsonrpc_error(StatusCode::NOT_FOUND, None, -32001, "no such session (it may have ended)");
         }
         // rmcp acknowledges a session DELETE with 202; clients (the Python SDK among them)
         // expect 200 or 204 for a completed termination.
@@ -160,18 +175,20 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         Err(_) => {
             return jsonrpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                Value::Null,
+                None,
                 -32600,
                 format!("request body exceeds the limit of {} bytes", guard.options.max_body_bytes),
             );
         }
     };
-    let envelope = match jsonrpc::read(&bytes) {
-        Ok(jsonrpc::Incoming::Single(envelope)) => envelope,
-        Ok(jsonrpc::Incoming::Batch(items)) => return batch(&guard, parts, &items).await,
-        Err(error) => return json_response(StatusCode::BAD_REQUEST, &error),
+    let (id, initialize) = match jsonrpc::read(&bytes) {
+        Ok(Incoming::Single(Message::Request { id, method, .. })) => (Some(id), method == "initialize"),
+        Ok(Incoming::Single(Message::Response { id, .. })) => (Some(id), false),
+        Ok(Incoming::Single(Message::Notification { .. })) => (None, false),
+        Ok(Incoming::Batch(_)) => return batch(&guard, parts, &bytes).await,
+        Err(refusal) => return bytes_response(StatusCode::BAD_REQUEST, refusal.to_bytes()),
     };
-    let _initializing = if envelope.method == Some("initialize") {
+    let _initializing = if initialize {
         // Reserve first, then count: two initializes racing each see the other.
         let admitted = Initializing(&guard.initializing);
         let pending = guard.initializing.fetch_add(1, Ordering::SeqCst) + 1;
@@ -179,7 +196,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         if live + pending > guard.options.max_sessions {
             return jsonrpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                envelope.id.unwrap_or(Value::Null),
+                id.as_ref(),
                 -32000,
                 format!(
                     "the server has reached its limit of {} live sessions; try again later",
@@ -191,7 +208,6 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     } else {
         None
     };
-    let id = envelope.id;
     let is_json = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -202,54 +218,68 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     // in JSON-RPC terms instead (checked only now, so well-formed traffic is parsed once).
     if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
         && is_json
-        && let Err(error) = jsonrpc::check_typed(&bytes, id.as_ref())
+        && let Err(error) = check_typed(&bytes, id.as_ref())
     {
-        return json_response(StatusCode::BAD_REQUEST, &error);
+        return bytes_response(StatusCode::BAD_REQUEST, error);
     }
     response
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
-}
-
 /// JSON-RPC batches (2025-03-26 only): each element is served as if posted alone, and the
 /// responses come back as one JSON array.
-async fn batch(guard: &Guard, parts: axum::http::request::Parts, items: &[Value]) -> Response {
+async fn batch(guard: &Guard, parts: axum::http::request::Parts, body: &[u8]) -> Response {
     let version = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
     if version.is_some_and(|v| v != jsonrpc::BATCH_VERSION) {
-        return json_response(StatusCode::BAD_REQUEST, &jsonrpc::batch_refused(version));
+        let message = format!(
+            "Invalid Request: JSON-RPC batches are only part of protocol revision {} (this connection uses {})",
+            jsonrpc::BATCH_VERSION,
+            version.unwrap_or_default()
+        );
+        return jsonrpc_error(StatusCode::BAD_REQUEST, None, -32600, message);
     }
-    if items.is_empty() {
-        return jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: empty batch");
-    }
+    let items: Vec<&RawValue> = serde_json::from_slice(body).unwrap_or_default();
     let mut responses = Vec::new();
     for item in items {
-        let id = item.get("id").cloned().unwrap_or(Value::Null);
-        if let Some(error) = jsonrpc::unbatchable(item).or_else(|| jsonrpc::check(item).err()) {
+        let text = item.get().as_bytes();
+        let (id, is_request) = match jsonrpc::read(text) {
+            Ok(Incoming::Single(Message::Request { id, method, .. })) => {
+                if method == "initialize" {
+                    let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
+                    responses.push(jsonrpc::error(Some(&id), &error));
+                    continue;
+                }
+                (Some(id), true)
+            }
+            Ok(Incoming::Single(Message::Response { id, .. })) => (Some(id), false),
+            Ok(_) => (None, false),
+            Err(refusal) => {
+                responses.push(refusal.to_bytes());
+                continue;
+            }
+        };
+        if let Err(error) = check_typed(text, id.as_ref()) {
             responses.push(error);
             continue;
         }
-        let mut request = Request::from_parts(parts.clone(), Body::from(item.to_string()));
+        let mut request = Request::from_parts(parts.clone(), Body::from(item.get().to_owned()));
         request.headers_mut().remove(header::CONTENT_LENGTH);
         let response = guard.service.handle(request).await.map(Body::new);
         let messages = read_messages(response.into_response()).await;
-        if jsonrpc::is_request(item) {
-            match messages.into_iter().find(|m| m.get("id") == Some(&id) && m.get("method").is_none()) {
-                Some(message) => responses.push(message),
-                None => responses.push(jsonrpc::error(id, -32603, "the server produced no response")),
+        if is_request {
+            let id_value = id.as_ref().map(|id| id.clone().into_json_value());
+            match messages.into_iter().find(|m| m.get("id") == id_value.as_ref() && m.get("method").is_none()) {
+                Some(message) => responses.push(message.to_string().into_bytes()),
+                None => responses.push(jsonrpc::error(
+                    id.as_ref(),
+                    &ErrorData::internal_error("the server produced no response", None),
+                )),
             }
         }
     }
     if responses.is_empty() {
         return StatusCode::ACCEPTED.into_response();
     }
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        Value::Array(responses).to_string(),
-    )
-        .into_response()
+    bytes_response(StatusCode::OK, jsonrpc::array(&responses))
 }
 
 /// The JSON-RPC messages in a response body, whether JSON or an SSE stream.
@@ -271,9 +301,10 @@ async fn read_messages(response: Response) -> Vec<Value> {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Array(items)) => items,
             Ok(value) => vec![value],
-            Err(_) if !status.is_success() => {
-                vec![jsonrpc::error(Value::Null, -32600, String::from_utf8_lossy(&bytes))]
-            }
+            Err(_) if !status.is_success() => vec![serde_json::json!({
+                "jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}
+            })],
             Err(_) => Vec::new(),
         }
     }

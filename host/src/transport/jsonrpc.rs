@@ -1,150 +1,259 @@
-//! JSON-RPC checks both transports apply before a message reaches rmcp, so malformed input
-//! gets a spec-shaped error (rmcp answers some of it with a bare HTTP 415 or not at all).
+//! JSON-RPC 2.0 framing shared by the transports. A body or line is read once into a
+//! borrowed envelope: `params`, `result` and `error` stay raw text for whoever handles the
+//! message, so nothing is built twice. Replies are written straight to bytes.
 
-use rmcp::model::ClientJsonRpcMessage;
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use rmcp::ErrorData;
+use rmcp::model::RequestId;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 
 /// The only revision whose clients may send JSON-RPC batches.
 pub const BATCH_VERSION: &str = "2025-03-26";
 
-/// A JSON-RPC error message.
-pub fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
-}
-
-/// Parse a body or line: `Err` is the parse error to send back.
-pub fn parse(bytes: &[u8]) -> Result<Value, Value> {
-    serde_json::from_slice(bytes).map_err(|e| error(Value::Null, -32700, format!("Parse error: {e}")))
-}
-
-/// The fields of a single message the transports look at. Parsing it validates the whole
-/// text as JSON but skips `params` without building anything: on the hot path this is all
-/// the checking done before rmcp parses the message for real.
+/// The fields of a message, borrowed from the text it was read from.
 #[derive(Deserialize)]
-pub struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<&'a str>,
-    #[serde(borrow, default)]
-    pub method: Option<&'a str>,
-    #[serde(default)]
-    pub id: Option<Value>,
-    #[serde(default)]
-    result: Option<IgnoredAny>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    /// Present even when `null` (which MCP forbids as an id), so that case can be refused.
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
-impl Envelope<'_> {
-    /// The JSON-RPC rules every message must meet: `Err` is the invalid-request error,
-    /// echoing the id.
-    fn validate(&self) -> Result<(), Value> {
-        let id = || self.id.clone().unwrap_or(Value::Null);
-        if self.jsonrpc != Some("2.0") {
-            return Err(error(id(), -32600, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
-        }
-        if self.method.is_none() && self.result.is_none() && self.error.is_none() {
-            return Err(error(id(), -32600, "Invalid Request: missing \"method\""));
-        }
-        Ok(())
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// One message from the client.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A request: it gets exactly one response.
+    Request { id: RequestId, method: Cow<'a, str>, params: Option<&'a RawValue> },
+    /// A notification: it gets none.
+    Notification { method: Cow<'a, str>, params: Option<&'a RawValue> },
+    /// The client's answer to a request the server sent: its result, or its error.
+    Response { id: RequestId, outcome: Result<&'a RawValue, &'a RawValue> },
+}
+
+/// A message that could not be accepted, and the error to answer it with.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The id to echo, when one could be read.
+    pub id: Option<RequestId>,
+    pub error: ErrorData,
+}
+
+impl Refusal {
+    fn invalid(id: Option<RequestId>, message: impl Into<Cow<'static, str>>) -> Refusal {
+        Refusal { id, error: ErrorData::invalid_request(message, None) }
+    }
+
+    /// The error as a JSON-RPC message.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        error(self.id.as_ref(), &self.error)
     }
 }
 
-/// A body or line: one message, or a batch.
+/// A body or line: one message, or a batch of them (each element accepted or refused on
+/// its own).
 pub enum Incoming<'a> {
-    Single(Envelope<'a>),
-    Batch(Vec<Value>),
+    Single(Message<'a>),
+    Batch(Vec<Result<Message<'a>, Refusal>>),
 }
 
-/// Read a body or line cheaply: `Err` is the parse or invalid-request error to send back.
-pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Value> {
+/// Read a body or line.
+pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Refusal> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
-        return match parse(bytes)? {
-            Value::Array(items) => Ok(Incoming::Batch(items)),
-            _ => Err(error(Value::Null, -32700, "Parse error")),
+        let items: Vec<&RawValue> = serde_json::from_slice(bytes).map_err(parse_error)?;
+        if items.is_empty() {
+            return Err(Refusal::invalid(None, "Invalid Request: empty batch"));
+        }
+        return Ok(Incoming::Batch(items.into_iter().map(|item| message(item.get().as_bytes())).collect()));
+    }
+    message(bytes).map(Incoming::Single)
+}
+
+fn parse_error(e: serde_json::Error) -> Refusal {
+    match e.classify() {
+        serde_json::error::Category::Data => Refusal::invalid(None, format!("Invalid Request: {e}")),
+        _ => Refusal { id: None, error: ErrorData::parse_error(format!("Parse error: {e}"), None) },
+    }
+}
+
+/// Read one message (a whole body or line, or a batch element).
+fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
+    // serde would read an array as a struct's fields in order.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => Err(Refusal::invalid(None, "Invalid Request: expected a JSON-RPC object")),
+            Err(e) => Err(parse_error(e)),
         };
     }
-    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => error(Value::Null, -32600, format!("Invalid Request: {e}")),
-        _ => error(Value::Null, -32700, format!("Parse error: {e}")),
-    })?;
-    envelope.validate()?;
-    Ok(Incoming::Single(envelope))
-}
-
-/// Check that a message is one rmcp can decode (e.g. `params` of the right shape), so the
-/// error can echo the id; `Err` is the invalid-request error.
-pub fn check_typed(bytes: &[u8], id: Option<&Value>) -> Result<(), Value> {
-    serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
-        .map(drop)
-        .map_err(|e| error(id.cloned().unwrap_or(Value::Null), -32600, format!("Invalid Request: {e}")))
-}
-
-/// Check one already-parsed message (a batch element) by the same rules as [`read`], then
-/// that rmcp can decode it: `Err` is the invalid-request error to send back, echoing the id.
-pub fn check(value: &Value) -> Result<(), Value> {
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    if !value.is_object() {
-        // serde would read an array as a struct's fields in order.
-        return Err(error(id, -32600, "Invalid Request: expected a JSON-RPC object"));
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(parse_error)?;
+    let id = match envelope.id {
+        None => None,
+        Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                return Err(Refusal::invalid(None, "Invalid Request: \"id\" must be a string or an integer"));
+            }
+        },
+    };
+    if envelope.jsonrpc.as_deref() != Some("2.0") {
+        return Err(Refusal::invalid(id, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
     }
-    let invalid = |e: serde_json::Error| error(id.clone(), -32600, format!("Invalid Request: {e}"));
-    Envelope::deserialize(value).map_err(invalid)?.validate()?;
-    ClientJsonRpcMessage::deserialize(value).map(drop).map_err(invalid)
+    match (envelope.method, id, envelope.result, envelope.error) {
+        (Some(method), Some(id), _, _) => Ok(Message::Request { id, method, params: envelope.params }),
+        (Some(method), None, _, _) => Ok(Message::Notification { method, params: envelope.params }),
+        (None, Some(id), Some(result), None) => Ok(Message::Response { id, outcome: Ok(result) }),
+        (None, Some(id), None, Some(error)) => Ok(Message::Response { id, outcome: Err(error) }),
+        (None, id, None, None) => Err(Refusal::invalid(id, "Invalid Request: missing \"method\"")),
+        (None, id, _, _) => Err(Refusal::invalid(id, "Invalid Request: a response has a result or an error")),
+    }
 }
 
-/// Whether a message is a request (and so gets a response).
-pub fn is_request(value: &Value) -> bool {
-    value.get("method").is_some() && value.get("id").is_some()
+/// A JSON-RPC response carrying `result`.
+pub fn response(id: &RequestId, result: &impl Serialize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    write(&mut out, id);
+    out.extend_from_slice(b",\"result\":");
+    if serde_json::to_writer(&mut out, result).is_err() {
+        return error(Some(id), &ErrorData::internal_error("the result could not be serialized", None));
+    }
+    out.push(b'}');
+    out
 }
 
-/// The error for a batch element that may not be batched.
-pub fn unbatchable(value: &Value) -> Option<Value> {
-    (value.get("method").and_then(Value::as_str) == Some("initialize")).then(|| {
-        error(value.get("id").cloned().unwrap_or(Value::Null), -32600, "initialize must not be part of a batch")
-    })
+/// A JSON-RPC error response (`id` is `null` when the request's could not be read).
+pub fn error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    match id {
+        Some(id) => write(&mut out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"error\":");
+    write(&mut out, error);
+    out.push(b'}');
+    out
 }
 
-/// The error for a batch from a client of another revision.
-pub fn batch_refused(version: Option<&str>) -> Value {
-    error(
-        Value::Null,
-        -32600,
-        format!(
-            "Invalid Request: JSON-RPC batches are only part of protocol revision {BATCH_VERSION}{}",
-            version.map(|v| format!(" (this connection uses {v})")).unwrap_or_default()
-        ),
-    )
+/// A JSON-RPC request or notification from the server (`id` is `None` for a notification).
+pub fn outgoing(id: Option<&RequestId>, message: &impl Serialize) -> Result<Vec<u8>, serde_json::Error> {
+    // rmcp's request and notification types serialise as `{"method", "params"}`.
+    let body = serde_json::to_vec(message)?;
+    let mut out = Vec::with_capacity(body.len() + 48);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
+    if let Some(id) = id {
+        out.extend_from_slice(b"\"id\":");
+        write(&mut out, id);
+        out.push(b',');
+    }
+    match body.strip_prefix(b"{") {
+        Some(rest) if rest != b"}" => out.extend_from_slice(rest),
+        _ => {
+            out.pop();
+            out.push(b'}');
+        }
+    }
+    Ok(out)
+}
+
+/// A JSON array of already serialised messages.
+pub fn array(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    out
+}
+
+fn write(out: &mut Vec<u8>, value: &impl Serialize) {
+    // Ids and error objects always serialise.
+    let _ = serde_json::to_writer(out, value);
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    fn single(text: &str) -> Result<Message<'_>, Refusal> {
+        match read(text.as_bytes()) {
+            Ok(Incoming::Single(message)) => Ok(message),
+            Ok(Incoming::Batch(_)) => panic!("{text} is not a batch"),
+            Err(refusal) => Err(refusal),
+        }
+    }
+
+    fn code(refusal: Refusal) -> (Option<RequestId>, i32) {
+        (refusal.id, refusal.error.code.0)
+    }
 
     #[test]
     fn classifies_messages() {
-        assert_eq!(parse(b"{").unwrap_err()["error"]["code"], -32700);
-        let no_method = check(&json!({"jsonrpc": "2.0", "id": 4})).unwrap_err();
-        assert_eq!((no_method["id"].clone(), no_method["error"]["code"].clone()), (json!(4), json!(-32600)));
-        assert!(check(&json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})).is_err());
-        assert!(check(&json!([1])).is_err());
-        assert!(check(&json!(["2.0", "ping"])).is_err());
-        assert_eq!(check(&json!({"jsonrpc": "2.0", "id": 6})).unwrap_err()["id"], 6);
-        assert!(check(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).is_ok());
-        assert!(check(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_ok());
-        assert!(is_request(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
-        assert!(unbatchable(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})).is_some());
-        let Ok(Incoming::Single(envelope)) = read(br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":[1,2]}}"#)
-        else {
-            panic!("a request reads as one message")
-        };
-        assert_eq!((envelope.method, envelope.id), (Some("ping"), Some(json!(3))));
-        assert!(matches!(read(b" [1, 2]"), Ok(Incoming::Batch(items)) if items.len() == 2));
-        assert_eq!(read(b"{\"jsonrpc\": ").err().unwrap()["error"]["code"], -32700);
-        assert_eq!(read(b"42").err().unwrap()["error"]["code"], -32600);
-        assert_eq!(read(br#"{"jsonrpc":"2.0","id":5}"#).err().unwrap()["id"], 5);
-        assert!(check_typed(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#, None).is_err());
+        assert_eq!(code(single("{").unwrap_err()), (None, -32700));
+        assert_eq!(code(single("\"x").unwrap_err()), (None, -32700));
+        assert_eq!(code(single("42").unwrap_err()), (None, -32600));
+        let Ok(Incoming::Batch(mut items)) = read(br#"[["2.0", "ping"]]"#) else { panic!("a batch") };
+        assert_eq!(code(items.remove(0).unwrap_err()).1, -32600);
+        assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":4}"#).unwrap_err()), (Some(RequestId::Number(4)), -32600));
+        assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
+        assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"x":[1]}}"#),
+            Ok(Message::Request { id: RequestId::String(id), method, params: Some(p) })
+                if &*id == "a" && method == "tools/call" && p.get() == r#"{"x":[1]}"#
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Message::Notification { params: None, .. })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Ok(Message::Response { id: RequestId::Number(3), outcome: Ok(_) })
+        ));
+        assert!(
+            matches!(read(b" [1, {\"jsonrpc\":\"2.0\",\"method\":\"x\"}]"), Ok(Incoming::Batch(items)) if items.len() == 2 && items[0].is_err() && items[1].is_ok())
+        );
+        assert_eq!(code(read(b"[]").err().unwrap()).1, -32600);
+        let not_utf8 = read(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err().unwrap();
+        assert_eq!(code(not_utf8), (None, -32700));
+    }
+
+    #[test]
+    fn writes_messages() {
+        let id = RequestId::String("x\"y".into());
+        let ok: Value = serde_json::from_slice(&response(&id, &json!({"a": 1}))).unwrap();
+        assert_eq!(ok, json!({"jsonrpc": "2.0", "id": "x\"y", "result": {"a": 1}}));
+        let failed: Value = serde_json::from_slice(&error(None, &ErrorData::parse_error("bad", None))).unwrap();
+        assert_eq!(failed, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad"}}));
+        let note: Value = serde_json::from_slice(&outgoing(None, &json!({"method": "m"})).unwrap()).unwrap();
+        assert_eq!(note, json!({"jsonrpc": "2.0", "method": "m"}));
+        let ask: Value = serde_json::from_slice(
+            &outgoing(Some(&RequestId::Number(2)), &json!({"method": "m", "params": {}})).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(ask, json!({"jsonrpc": "2.0", "id": 2, "method": "m", "params": {}}));
+        assert_eq!(array(&[b"1".to_vec(), b"2".to_vec()]), b"[1,2]");
     }
 }

@@ -1,209 +1,396 @@
-//! MCP over stdin/stdout: one JSON-RPC message per line. Nothing else may write to stdout.
+//! MCP over stdin/stdout: one JSON-RPC message per line, each line parsed once. Nothing else
+//! may write to stdout.
 //!
-//! rmcp speaks the protocol; a line-level front in between answers malformed lines with the
-//! proper JSON-RPC error (rmcp would answer a parse error as an invalid request, and drop a
-//! message without `method` silently) and serves JSON-RPC batches on 2025-03-26 connections
-//! by forwarding each element and answering with one array.
+//! The reader takes lines up to a length limit. Each request runs on its own task and its
+//! answer goes to the writer, which alone owns stdout. A line that is not JSON, not UTF-8, too
+//! long or not a message is answered with its error (a null id when none could be read) and
+//! the connection goes on. Batches (2025-03-26 connections only) run their elements
+//! concurrently and are answered with one array; each batch collects its own answers, so two
+//! batches in flight may reuse ids. At the end of input, whenever it comes, what is still
+//! running finishes and is answered, then the server stops.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use rmcp::ServiceExt;
-use serde_json::Value;
+use rmcp::ErrorData;
+use rmcp::model::{ClientResult, ProtocolVersion, RequestId, ServerNotification, ServerRequest};
+use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use super::jsonrpc;
-use crate::mcp::{CapsuleServer, Shared};
+use super::jsonrpc::{self, Incoming, Message, Refusal};
+use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Shared};
 
-/// Serve one client on stdin/stdout until it closes stdin.
-pub async fn serve(shared: Arc<Shared>) -> anyhow::Result<()> {
-    serve_on(shared, tokio::io::stdin(), tokio::io::stdout()).await
+/// Limits of the stdio transport.
+#[derive(Debug, Clone)]
+pub struct StdioOptions {
+    /// Longest line read, in bytes; a longer one is answered with an error and skipped.
+    pub max_line_bytes: usize,
 }
 
-/// What the input side tells the output side.
-enum Note {
-    /// Write this message as it is.
-    Send(Value),
-    /// A batch: answer these request ids together, plus these errors found up front.
-    Batch { ids: Vec<Value>, errors: Vec<Value> },
-    /// Remember the id of an `initialize` request to learn the negotiated revision.
-    Initialize(Value),
+impl Default for StdioOptions {
+    fn default() -> Self {
+        StdioOptions { max_line_bytes: 4 << 20 }
+    }
+}
+
+/// The answer to a request, once it is ready (`None`: the client cancelled it).
+type Answer = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
+
+/// Messages waiting for the writer.
+const OUTPUT_QUEUE: usize = 1024;
+
+/// Serve one client on stdin/stdout until it closes stdin.
+pub async fn serve(shared: Arc<Shared>, options: StdioOptions) -> anyhow::Result<()> {
+    serve_on(shared, options, tokio::io::stdin(), tokio::io::stdout()).await;
+    Ok(())
 }
 
 /// Serve one client on any byte streams (used with stdin/stdout, and by tests).
 pub async fn serve_on(
     shared: Arc<Shared>,
-    input: impl AsyncRead + Unpin + Send + 'static,
+    options: StdioOptions,
+    input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
-) -> anyhow::Result<()> {
-    let (server_side, front_side) = tokio::io::duplex(1 << 20);
-    let (from_server, mut to_server) = tokio::io::split(front_side);
-    let (notes_tx, notes_rx) = mpsc::unbounded_channel();
-    let version = Arc::new(std::sync::Mutex::new(None::<String>));
-
-    let writer = tokio::spawn(write_out(BufReader::new(from_server), notes_rx, output, version.clone()));
-    let reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(input).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let forward = match jsonrpc::read(line.as_bytes()) {
-                Err(error) => {
-                    let _ = notes_tx.send(Note::Send(error));
-                    Vec::new()
-                }
-                Ok(jsonrpc::Incoming::Batch(items)) => {
-                    let negotiated = version.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    if negotiated.as_deref() != Some(jsonrpc::BATCH_VERSION) || items.is_empty() {
-                        let _ = notes_tx.send(Note::Send(jsonrpc::batch_refused(negotiated.as_deref())));
-                        continue;
-                    }
-                    let mut errors = Vec::new();
-                    let mut ids = Vec::new();
-                    let mut forward = Vec::new();
-                    for item in items {
-                        match jsonrpc::unbatchable(&item).or_else(|| jsonrpc::check(&item).err()) {
-                            Some(error) => errors.push(error),
-                            None => {
-                                if jsonrpc::is_request(&item) {
-                                    ids.push(item["id"].clone());
-                                }
-                                forward.push(item.to_string());
-                            }
-                        }
-                    }
-                    let _ = notes_tx.send(Note::Batch { ids, errors });
-                    forward
-                }
-                Ok(jsonrpc::Incoming::Single(envelope)) => {
-                    // rmcp would answer an undecodable message without its id; check here.
-                    match jsonrpc::check_typed(line.as_bytes(), envelope.id.as_ref()) {
-                        Err(error) => {
-                            let _ = notes_tx.send(Note::Send(error));
-                            Vec::new()
-                        }
-                        Ok(()) => {
-                            if envelope.method == Some("initialize") {
-                                let _ = notes_tx.send(Note::Initialize(envelope.id.unwrap_or(Value::Null)));
-                            }
-                            vec![line]
-                        }
-                    }
-                }
-            };
-            for mut line in forward {
-                line.push('\n');
-                if to_server.write_all(line.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-        }
-        // End of input: closing our side ends the server.
-        let _ = to_server.shutdown().await;
-    });
-
-    let running = CapsuleServer::new(shared).serve(tokio::io::split(server_side)).await?;
-    let result = running.waiting().await;
-    reader.abort();
-    let _ = writer.await;
-    result?;
-    Ok(())
-}
-
-/// What the writer reads of a server message: enough to route it, nothing more.
-#[derive(serde::Deserialize)]
-struct Reply {
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    method: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    result: Option<ReplyResult>,
-}
-
-#[derive(serde::Deserialize)]
-struct ReplyResult {
-    #[serde(rename = "protocolVersion", default)]
-    protocol_version: Option<String>,
-}
-
-/// Copy the server's messages to `output`, holding batch responses until the whole batch is
-/// answered.
-async fn write_out(
-    from_server: impl AsyncBufReadExt + Unpin,
-    mut notes: mpsc::UnboundedReceiver<Note>,
-    mut output: impl AsyncWrite + Unpin,
-    version: Arc<std::sync::Mutex<Option<String>>>,
 ) {
-    let mut lines = from_server.lines();
-    let mut initialize_ids = HashSet::new();
-    let mut batches: HashMap<u64, (HashSet<String>, Vec<Value>)> = HashMap::new();
-    let mut batch_of: HashMap<String, u64> = HashMap::new();
-    let mut next_batch = 0u64;
-    let mut notes_open = true;
+    let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
+    let link =
+        Arc::new(Link { out, pending: Mutex::default(), next_id: AtomicI64::new(0), closed: CancellationToken::new() });
+    let done = CancellationToken::new();
+    let writer = tokio::spawn(write_out(queue, output, link.closed.clone(), done.clone()));
+    let connection = Connection { server: CapsuleServer::new(shared), link: link.clone(), tasks: TaskTracker::new() };
+    let mut input = BufReader::new(input);
+    let mut line = Vec::new();
     loop {
-        let outgoing = tokio::select! {
-            // Notes first: a note about a request is always sent before the request reaches
-            // the server, so it must be seen before the server's answer.
+        match read_line(&mut input, &mut line, options.max_line_bytes).await {
+            Ok(Line::Complete) => connection.take(&line).await,
+            Ok(Line::TooLong(length)) => {
+                let refusal = Refusal {
+                    id: None,
+                    error: ErrorData::invalid_request(
+                        format!(
+                            "Invalid Request: the line is {length} bytes long; the limit is {} bytes",
+                            options.max_line_bytes
+                        ),
+                        None,
+                    ),
+                };
+                link.write(refusal.to_bytes()).await;
+            }
+            Ok(Line::End) | Err(_) => break,
+        }
+    }
+    // Nothing more can arrive: requests to the client fail, subscriptions end, and what is
+    // running finishes and is answered.
+    link.close();
+    connection.tasks.close();
+    connection.tasks.wait().await;
+    done.cancel();
+    let _ = writer.await;
+}
+
+enum Line {
+    /// A line (without its newline) is in the buffer.
+    Complete,
+    /// A line longer than the limit was skipped; it was this long.
+    TooLong(usize),
+    /// The input ended.
+    End,
+}
+
+/// Read one line into `line`, keeping at most `max` bytes of it. The last line may lack its
+/// newline.
+async fn read_line(
+    input: &mut (impl AsyncBufReadExt + Unpin),
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    let mut length = 0usize;
+    loop {
+        let available = input.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match length {
+                0 => Line::End,
+                _ if length > max => Line::TooLong(length),
+                _ => Line::Complete,
+            });
+        }
+        let (chunk, newline) = match available.iter().position(|&b| b == b'\n') {
+            Some(at) => (&available[..at], true),
+            None => (available, false),
+        };
+        length += chunk.len();
+        if length <= max {
+            line.extend_from_slice(chunk);
+        }
+        let used = chunk.len() + usize::from(newline);
+        input.consume(used);
+        if newline {
+            return Ok(if length > max { Line::TooLong(length) } else { Line::Complete });
+        }
+    }
+}
+
+/// Copy queued messages to `output`, one per line, until `done` fires and the queue is empty.
+/// If the output fails, the client is gone: `closed` fires.
+async fn write_out(
+    mut queue: mpsc::Receiver<Vec<u8>>,
+    mut output: impl AsyncWrite + Unpin,
+    closed: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut buffer = Vec::new();
+    loop {
+        let first = tokio::select! {
             biased;
-            note = notes.recv(), if notes_open => match note {
-                Some(Note::Send(message)) => Some(message.to_string()),
-                Some(Note::Initialize(id)) => {
-                    initialize_ids.insert(id.to_string());
-                    None
-                }
-                Some(Note::Batch { ids, errors }) => {
-                    if ids.is_empty() {
-                        (!errors.is_empty()).then(|| Value::Array(errors).to_string())
-                    } else {
-                        next_batch += 1;
-                        for id in &ids {
-                            batch_of.insert(id.to_string(), next_batch);
-                        }
-                        batches.insert(next_batch, (ids.iter().map(Value::to_string).collect(), errors));
-                        None
-                    }
-                }
-                None => {
-                    notes_open = false;
-                    None
-                }
-            },
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => {
-                    let Ok(reply) = serde_json::from_str::<Reply>(&line) else { continue };
-                    let id = reply.id.filter(|_| reply.method.is_none()).map(|id| id.to_string());
-                    if let Some(id) = &id
-                        && initialize_ids.remove(id)
-                        && let Some(v) = reply.result.and_then(|r| r.protocol_version)
-                    {
-                        *version.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
-                    }
-                    match id.as_ref().and_then(|id| batch_of.remove(id).map(|b| (id, b))) {
-                        Some((id, b)) => {
-                            let (waiting, answers) = batches.get_mut(&b).expect("every batch id maps to a live batch");
-                            waiting.remove(id);
-                            answers.push(serde_json::from_str(&line).unwrap_or(Value::Null));
-                            if waiting.is_empty() {
-                                batches.remove(&b).map(|(_, answers)| Value::Array(answers).to_string())
-                            } else {
-                                None
+            message = queue.recv() => message,
+            () = done.cancelled() => queue.try_recv().ok(),
+        };
+        let Some(first) = first else { return };
+        buffer.clear();
+        buffer.extend_from_slice(&first);
+        buffer.push(b'\n');
+        // Whatever else is ready goes out with it, in one write.
+        while buffer.len() < 64 << 10
+            && let Ok(more) = queue.try_recv()
+        {
+            buffer.extend_from_slice(&more);
+            buffer.push(b'\n');
+        }
+        if output.write_all(&buffer).await.is_err() || output.flush().await.is_err() {
+            closed.cancel();
+            return;
+        }
+    }
+}
+
+/// One client on stdio: its server (the connection is its session) and its link.
+struct Connection {
+    server: CapsuleServer,
+    link: Arc<Link>,
+    tasks: TaskTracker,
+}
+
+impl Connection {
+    /// Take one line.
+    async fn take(&self, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match jsonrpc::read(line) {
+            Err(refusal) => self.link.write(refusal.to_bytes()).await,
+            Ok(Incoming::Single(message)) => {
+                if let Some(answer) = self.message(message).await {
+                    self.tasks.spawn({
+                        let link = self.link.clone();
+                        async move {
+                            if let Some(answer) = answer.await {
+                                link.write(answer).await;
                             }
                         }
-                        // Everything else goes out exactly as the server wrote it.
-                        None => Some(line),
-                    }
+                    });
                 }
-                _ => return,
-            },
-        };
-        if let Some(mut line) = outgoing {
-            line.push('\n');
-            if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
-                return;
+            }
+            Ok(Incoming::Batch(items)) => self.batch(items).await,
+        }
+    }
+
+    /// Take one message. A request comes back as the future of its answer (`None` if the
+    /// client cancelled it); notifications and the client's answers are taken at once, in
+    /// the order they came.
+    async fn message(&self, message: Message<'_>) -> Option<Answer> {
+        match message {
+            Message::Request { id, method, params } => {
+                let server = self.server.clone();
+                let in_flight = server.begin(&id);
+                let front = Front { id, link: self.link.clone(), cancelled: in_flight.token().clone() };
+                let (method, params) = (method.into_owned(), params.map(RawValue::to_owned));
+                Some(Box::pin(async move {
+                    let answer = server.request(&method, params.as_deref(), &front).await;
+                    // A cancelled request is not answered.
+                    if in_flight.token().is_cancelled() {
+                        return None;
+                    }
+                    Some(match answer {
+                        Ok(result) => jsonrpc::response(&front.id, &result),
+                        Err(error) => jsonrpc::error(Some(&front.id), &error),
+                    })
+                }))
+            }
+            Message::Notification { method, params } => {
+                let link: Arc<dyn ClientLink> = self.link.clone();
+                self.server.notification(&method, params, &link).await;
+                None
+            }
+            Message::Response { id, outcome } => {
+                self.link.answer(&id, outcome);
+                None
             }
         }
+    }
+
+    /// A batch: only on 2025-03-26 connections, never holding `initialize`.
+    async fn batch(&self, items: Vec<Result<Message<'_>, Refusal>>) {
+        let negotiated = self.server.negotiated();
+        if negotiated.as_ref() != Some(&ProtocolVersion::V_2025_03_26) {
+            let refusal = Refusal { id: None, error: batch_refused(negotiated.as_ref()) };
+            return self.link.write(refusal.to_bytes()).await;
+        }
+        let mut answers: Vec<Answer> = Vec::new();
+        for item in items {
+            match item {
+                Err(refusal) => answers.push(Box::pin(std::future::ready(Some(refusal.to_bytes())))),
+                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                    let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
+                    answers.push(Box::pin(std::future::ready(Some(jsonrpc::error(Some(&id), &error)))));
+                }
+                Ok(message) => answers.extend(self.message(message).await),
+            }
+        }
+        if answers.is_empty() {
+            return;
+        }
+        let link = self.link.clone();
+        self.tasks.spawn(async move {
+            let answers: Vec<Vec<u8>> = futures::future::join_all(answers).await.into_iter().flatten().collect();
+            if !answers.is_empty() {
+                link.write(jsonrpc::array(&answers)).await;
+            }
+        });
+    }
+}
+
+/// The error for a batch on a connection of another revision.
+fn batch_refused(version: Option<&ProtocolVersion>) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "Invalid Request: JSON-RPC batches are only part of protocol revision {}{}",
+            jsonrpc::BATCH_VERSION,
+            version.map(|v| format!(" (this connection uses {v})")).unwrap_or_default()
+        ),
+        None,
+    )
+}
+
+/// The way back to the stdio client: the writer's queue, and the requests sent to the client
+/// that await its answer.
+struct Link {
+    out: mpsc::Sender<Vec<u8>>,
+    pending: Mutex<HashMap<i64, oneshot::Sender<Result<ClientResult, LinkError>>>>,
+    next_id: AtomicI64,
+    /// Fires when the input ends or the output fails.
+    closed: CancellationToken,
+}
+
+impl Link {
+    /// Queue a message for the writer (dropped if the client is gone).
+    async fn write(&self, message: Vec<u8>) {
+        let _ = self.out.send(message).await;
+    }
+
+    /// Hand the client's answer to the request that awaits it.
+    fn answer(&self, id: &RequestId, outcome: Result<&RawValue, &RawValue>) {
+        let waiting = match id {
+            RequestId::Number(n) => self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(n),
+            RequestId::String(_) => None,
+        };
+        let Some(waiting) = waiting else {
+            tracing::debug!(%id, "the client answered a request that is not waiting");
+            return;
+        };
+        let answer = match outcome {
+            Ok(result) => serde_json::from_str::<ClientResult>(result.get())
+                .map_err(|e| LinkError::Failed(format!("the client's answer is not understood: {e}"))),
+            Err(error) => Err(LinkError::Failed(match serde_json::from_str::<ErrorData>(error.get()) {
+                Ok(error) => format!("the client answered with error {}: {}", error.code.0, error.message),
+                Err(_) => format!("the client answered with an error: {}", error.get()),
+            })),
+        };
+        let _ = waiting.send(answer);
+    }
+
+    /// The client is gone: fail every request waiting on it.
+    fn close(&self) {
+        self.closed.cancel();
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// Forgets a request to the client when its asker stops waiting.
+struct Waiting<'a>(&'a Link, i64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
+    }
+}
+
+impl ClientLink for Link {
+    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
+        Box::pin(async move {
+            if self.closed.is_cancelled() {
+                return Err(LinkError::Closed);
+            }
+            let message = jsonrpc::outgoing(None, &notification).map_err(|e| LinkError::Failed(e.to_string()))?;
+            self.out.send(message).await.map_err(|_| LinkError::Closed)
+        })
+    }
+
+    fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult> {
+        Box::pin(async move {
+            if self.closed.is_cancelled() {
+                return Err(LinkError::Closed);
+            }
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let message = jsonrpc::outgoing(Some(&RequestId::Number(id)), &request)
+                .map_err(|e| LinkError::Failed(e.to_string()))?;
+            let (tx, rx) = oneshot::channel();
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+            let _waiting = Waiting(self, id);
+            self.out.send(message).await.map_err(|_| LinkError::Closed)?;
+            tokio::select! {
+                answer = rx => answer.unwrap_or(Err(LinkError::Closed)),
+                () = self.closed.cancelled() => Err(LinkError::Closed),
+            }
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.closed.cancelled())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<Result<String, usize>> {
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut line = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut reader, &mut line, max).await.unwrap() {
+                Line::Complete => out.push(Ok(String::from_utf8_lossy(&line).into_owned())),
+                Line::TooLong(n) => out.push(Err(n)),
+                Line::End => return out,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_lines_within_the_limit() {
+        let read = lines(b"ab\n0123456789\n\ncd", 8).await;
+        assert_eq!(read, vec![Ok("ab".into()), Err(10), Ok(String::new()), Ok("cd".into())]);
+        assert_eq!(lines(b"", 8).await, vec![]);
+        assert_eq!(lines(b"0123456789", 8).await, vec![Err(10)]);
     }
 }

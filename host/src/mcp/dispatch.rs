@@ -1,0 +1,281 @@
+//! Capsule's own dispatcher: a request's `params` are parsed once, straight into the type its
+//! method takes, and the request goes to a plain function. The revision rules live here, in
+//! one place for every transport: which era a request belongs to (a session's `initialize`,
+//! or a 2026-07-28 request's own `_meta`), which methods each era has, and how results and
+//! errors are shaped for it.
+
+#![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CancelledNotificationParam, ErrorCode, GetMeta, GetPromptRequestParams, InitializeRequestParams,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestMetaObject, ServerNotification,
+    ServerResult, SetLevelRequestParams, SubscribeRequestParams, SubscriptionsAcknowledgedNotification,
+    SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams, SubscriptionsListenResult,
+    UnsubscribeRequestParams,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::CapsuleServer;
+use super::calls::CallParams;
+use super::lists::{self, VERSIONS};
+use super::request::{ClientLink, Front, RequestCx};
+use super::session::Peer;
+
+/// Which era may call a method.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Era {
+    Any,
+    /// Sessions that began with `initialize` (2024-11-05 .. 2025-11-25).
+    Legacy,
+    /// Self-describing 2026-07-28 requests.
+    Modern,
+}
+
+/// The params of methods that take nothing but `_meta`.
+#[derive(Deserialize, Default)]
+struct MetaOnly {
+    #[serde(rename = "_meta", default)]
+    meta: Option<RequestMetaObject>,
+}
+
+/// Parse a request's params into the type its method takes (absent params read as `{}`).
+fn params<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<T, ErrorData> {
+    serde_json::from_str(raw.map_or("{}", RawValue::get))
+        .map_err(|e| ErrorData::invalid_params(format!("Invalid params: {e}"), None))
+}
+
+/// Parse optional params (a paginated list's).
+fn optional<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<Option<T>, ErrorData> {
+    raw.map(|raw| params(Some(raw))).transpose()
+}
+
+fn method_not_found(method: &str) -> ErrorData {
+    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {method}"), None)
+}
+
+/// Shape a result or error for the request's revision.
+fn finish(cx: &RequestCx, result: Result<ServerResult, ErrorData>) -> Result<ServerResult, ErrorData> {
+    let modern = cx.is_modern();
+    match result {
+        Ok(mut result) => {
+            if modern {
+                result.fill_missing_cache_hints();
+            } else if matches!(result, ServerResult::InputRequiredResult(_)) {
+                return Err(ErrorData::internal_error("input_required results exist only in 2026-07-28", None));
+            } else {
+                result.strip_result_type_for_legacy_peer();
+            }
+            Ok(result)
+        }
+        // 2026-07-28 answers an unknown resource with -32602 (SEP-2164).
+        Err(mut error) if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND => {
+            error.code = ErrorCode::INVALID_PARAMS;
+            Err(error)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+impl CapsuleServer {
+    /// Answer one request.
+    pub async fn request(
+        &self,
+        method: &str,
+        raw: Option<&RawValue>,
+        front: &Front,
+    ) -> Result<ServerResult, ErrorData> {
+        match method {
+            "initialize" => self.initialize(params(raw)?),
+            "ping" => {
+                let p: MetaOnly = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                finish(&cx, Ok(ServerResult::empty(())))
+            }
+            "server/discover" => {
+                let p: MetaOnly = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Modern, front)?;
+                finish(&cx, Ok(ServerResult::DiscoverResult(lists::discover_result())))
+            }
+            "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+                let p: Option<PaginatedRequestParams> = optional(raw)?;
+                let cx = self.enter(p.as_ref().and_then(|p| p.meta.as_ref()), method, Era::Any, front)?;
+                let result = match method {
+                    "tools/list" => self.list_tools(&p).map(ServerResult::ListToolsResult),
+                    "resources/list" => self.list_resources(&p).map(ServerResult::ListResourcesResult),
+                    "resources/templates/list" => {
+                        self.list_resource_templates(&p).map(ServerResult::ListResourceTemplatesResult)
+                    }
+                    _ => self.list_prompts(&p).map(ServerResult::ListPromptsResult),
+                };
+                finish(&cx, result)
+            }
+            "tools/call" => {
+                let p: CallParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                finish(&cx, self.tools_call(p, &cx).await.map(ServerResult::from))
+            }
+            "resources/read" => {
+                let p: ReadResourceRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                finish(&cx, self.resources_read(p, &cx).await.map(ServerResult::from))
+            }
+            "prompts/get" => {
+                let p: GetPromptRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                finish(&cx, self.prompts_get(p, &cx).await.map(ServerResult::from))
+            }
+            "completion/complete" => {
+                let p: rmcp::model::CompleteRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                finish(&cx, self.completion_complete(p, &cx).await.map(ServerResult::CompleteResult))
+            }
+            "resources/subscribe" => {
+                let p: SubscribeRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                finish(&cx, self.subscribe(p.uri).map(ServerResult::empty))
+            }
+            "resources/unsubscribe" => {
+                let p: UnsubscribeRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                finish(&cx, self.unsubscribe(&p.uri).map(ServerResult::empty))
+            }
+            "logging/setLevel" => {
+                let p: SetLevelRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                *self.session.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.level);
+                finish(&cx, Ok(ServerResult::empty(())))
+            }
+            "subscriptions/listen" => {
+                let p: SubscriptionsListenRequestParams = params(raw)?;
+                let cx = self.enter(p.meta.as_ref(), method, Era::Modern, front)?;
+                let result = self.listen(&p, &cx, front).await;
+                finish(&cx, result)
+            }
+            _ => Err(method_not_found(method)),
+        }
+    }
+
+    /// Take one notification. Cancellation is the transport's to apply (it knows what is
+    /// running); progress and unknown notifications need nothing.
+    pub async fn notification(&self, method: &str, raw: Option<&RawValue>, link: &Arc<dyn ClientLink>) {
+        match method {
+            "notifications/initialized" if self.session.peer.get().is_some() => {
+                self.shared.sessions.register(link.clone(), self.session.clone());
+            }
+            "notifications/roots/list_changed" => {
+                // A roots request may be waiting on the client; forgetting must not wait on it.
+                let session = self.session.clone();
+                tokio::spawn(async move { session.forget_roots().await });
+            }
+            "notifications/cancelled" => {
+                if let Ok(CancelledNotificationParam { request_id: Some(id), .. }) = params(raw) {
+                    self.session.cancel(&id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn initialize(&self, params: InitializeRequestParams) -> Result<ServerResult, ErrorData> {
+        let result = lists::initialize_result(&params);
+        let peer = Peer { version: result.protocol_version.clone(), capabilities: params.capabilities };
+        if self.session.peer.set(peer).is_err() {
+            return Err(ErrorData::invalid_request("this session is already initialized", None));
+        }
+        Ok(ServerResult::InitializeResult(result))
+    }
+
+    /// The context of a request, after the checks of its revision: a 2026-07-28 request
+    /// describes itself in `_meta`; any other needs a session that began with `initialize`.
+    fn enter(
+        &self,
+        meta: Option<&RequestMetaObject>,
+        method: &str,
+        era: Era,
+        front: &Front,
+    ) -> Result<RequestCx, ErrorData> {
+        let meta = meta.cloned().unwrap_or_default();
+        let requested = meta.protocol_version();
+        if let Some(version) = &requested
+            && !VERSIONS.contains(version)
+        {
+            return Err(ErrorData::unsupported_protocol_version(version.clone(), VERSIONS));
+        }
+        let modern = method == "server/discover" || requested.as_ref().is_some_and(|v| !v.has_initialize());
+        let peer = self.session.peer.get();
+        if modern {
+            let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+            if !missing.is_empty() {
+                return Err(ErrorData::invalid_params(
+                    format!("request _meta is missing or has malformed required fields: {}", missing.join(", ")),
+                    None,
+                ));
+            }
+        } else if peer.is_none() && method != "ping" {
+            return Err(ErrorData::invalid_params(
+                "send initialize first, or describe the request in _meta as 2026-07-28 does \
+                 (io.modelcontextprotocol/protocolVersion, io.modelcontextprotocol/clientCapabilities)",
+                None,
+            ));
+        }
+        if (era == Era::Legacy && modern) || (era == Era::Modern && !modern) {
+            return Err(method_not_found(method));
+        }
+        let (version, client) = if modern {
+            (requested, meta.client_capabilities())
+        } else {
+            (
+                requested.or_else(|| peer.map(|p| p.version.clone())),
+                meta.client_capabilities().or_else(|| peer.map(|p| p.capabilities.clone())),
+            )
+        };
+        Ok(RequestCx {
+            version,
+            client,
+            progress_token: meta.get_progress_token(),
+            log_level: meta.log_level(),
+            cancelled: front.cancelled.clone(),
+            link: front.link.clone(),
+        })
+    }
+
+    /// `subscriptions/listen`: acknowledge what is honoured, then pass changes on, each
+    /// tagged with the subscription (the request's id), until the client cancels or goes.
+    async fn listen(
+        &self,
+        params: &SubscriptionsListenRequestParams,
+        cx: &RequestCx,
+        front: &Front,
+    ) -> Result<ServerResult, ErrorData> {
+        let accepted = self.accepted_filter(&params.notifications);
+        let tag = |mut notification: ServerNotification| {
+            notification.get_meta_mut().set_subscription_id(front.id.clone());
+            notification
+        };
+        let ack = SubscriptionsAcknowledgedNotification::new(SubscriptionsAcknowledgedNotificationParams::new(
+            accepted.clone(),
+        ));
+        cx.link
+            .notify(tag(ack.into()))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("failed to acknowledge the subscription: {e}"), None))?;
+        let send = |notification| {
+            let link = cx.link.clone();
+            let notification = tag(notification);
+            async move {
+                let _ = link.notify(notification).await;
+            }
+        };
+        tokio::select! {
+            () = self.forward_changes(&accepted, &cx.cancelled, send) => {}
+            () = cx.link.closed() => {}
+        }
+        let mut result = SubscriptionsListenResult::complete(front.id.clone());
+        result.meta.set_server_info(lists::server_config().server_info);
+        Ok(ServerResult::SubscriptionsListenResult(result))
+    }
+}

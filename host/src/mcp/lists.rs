@@ -1,0 +1,193 @@
+//! The requests answered from the catalog and the session alone: what the server offers,
+//! its lists, resource subscriptions, the legacy log level, and `subscriptions/listen`
+//! streams of changes.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    PromptListChangedNotification, ProtocolVersion, ResourceListChangedNotification, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
+    ToolListChangedNotification,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::session::{self, Change};
+use super::{CapsuleServer, MAX_URI_BYTES, check_uri, convert, paged};
+use crate::runtime::ListKind;
+
+/// Resources one session may subscribe to at once.
+const MAX_SUBSCRIPTIONS: usize = 1_000;
+
+/// Every revision served, oldest first.
+pub const VERSIONS: &[ProtocolVersion] = ProtocolVersion::KNOWN_VERSIONS;
+
+/// What the server offers, as `initialize` and `server/discover` describe it.
+pub fn server_config() -> ServerConfig {
+    let mut capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_resources()
+        .enable_resources_list_changed()
+        .enable_resources_subscribe()
+        .enable_prompts()
+        .enable_prompts_list_changed()
+        .enable_completions()
+        .build();
+    #[allow(deprecated)] // Logging is deprecated by SEP-2577, still served to legacy clients.
+    {
+        capabilities.logging = Some(Default::default());
+    }
+    let mut info = Implementation::new("capsule", env!("CARGO_PKG_VERSION"));
+    info.title = Some("Capsule".into());
+    info.description = Some("MCP tools, resources and prompts from sandboxed WebAssembly plugins".into());
+    ServerConfig::new(capabilities).with_server_info(info).with_instructions(
+        "Tools, resources and prompts here come from WebAssembly plugins, each running in its own sandbox.",
+    )
+}
+
+/// The revision to use with a client that asked for `requested` in `initialize`: its own
+/// if served and it has a handshake, else the newest one that has.
+pub fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
+    if requested.has_initialize() && VERSIONS.contains(requested) {
+        requested.clone()
+    } else {
+        ProtocolVersion::LATEST_WITH_INITIALIZE
+    }
+}
+
+/// `initialize`'s answer.
+pub fn initialize_result(params: &InitializeRequestParams) -> InitializeResult {
+    let mut info = server_config();
+    info.protocol_version = negotiate(&params.protocol_version);
+    info
+}
+
+/// `server/discover`'s answer.
+pub fn discover_result() -> DiscoverResult {
+    DiscoverResult::from_server_info(VERSIONS.to_vec(), server_config())
+}
+
+impl CapsuleServer {
+    pub(super) fn list_tools(&self, params: &Option<PaginatedRequestParams>) -> Result<ListToolsResult, ErrorData> {
+        let catalog = self.shared.catalog();
+        let (tools, next) = paged(catalog.tools(), params)?;
+        let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn list_resources(
+        &self,
+        params: &Option<PaginatedRequestParams>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let catalog = self.shared.catalog();
+        let (resources, next) = paged(catalog.resources(), params)?;
+        let mut result =
+            ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn list_resource_templates(
+        &self,
+        params: &Option<PaginatedRequestParams>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let catalog = self.shared.catalog();
+        let (templates, next) = paged(catalog.templates(), params)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(
+            templates.iter().map(|t| convert::template(&t.template)).collect(),
+        );
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn list_prompts(&self, params: &Option<PaginatedRequestParams>) -> Result<ListPromptsResult, ErrorData> {
+        let catalog = self.shared.catalog();
+        let (prompts, next) = paged(catalog.prompts(), params)?;
+        let mut result =
+            ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// `resources/subscribe`: a resource some plugin serves, up to [`MAX_SUBSCRIPTIONS`].
+    pub(super) fn subscribe(&self, uri: String) -> Result<(), ErrorData> {
+        check_uri(&uri)?;
+        if self.shared.catalog().resource_owner(&uri).is_none() {
+            return Err(ErrorData::resource_not_found(format!("Resource not found: {uri}"), Some(json!({"uri": uri}))));
+        }
+        let mut subscriptions = self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
+            return Err(ErrorData::invalid_params(
+                format!("this session already has the limit of {MAX_SUBSCRIPTIONS} resource subscriptions"),
+                None,
+            ));
+        }
+        subscriptions.insert(uri);
+        Ok(())
+    }
+
+    pub(super) fn unsubscribe(&self, uri: &str) -> Result<(), ErrorData> {
+        check_uri(uri)?;
+        self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        Ok(())
+    }
+
+    /// The part of a `subscriptions/listen` filter the server honours: what it advertises,
+    /// and of the resources only the first 1,000 named that exist (so a huge filter costs no
+    /// more), with the bounds of `resources/subscribe`.
+    pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+        let mut accepted = requested.supported_by(&server_config().capabilities);
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.truncate(MAX_SUBSCRIPTIONS);
+            let catalog = self.shared.catalog();
+            uris.retain(|uri| uri.len() <= MAX_URI_BYTES && catalog.resource_owner(uri).is_some());
+            uris.sort();
+            uris.dedup();
+        }
+        accepted
+    }
+
+    /// Pass the changes `accepted` asks for to `send` until `cancelled` fires or the server
+    /// stops announcing changes. A resource update names the URI that was subscribed to (the
+    /// one updated, or the one it lies beneath).
+    pub(super) async fn forward_changes<F: Future>(
+        &self,
+        accepted: &SubscriptionFilter,
+        cancelled: &CancellationToken,
+        mut send: impl FnMut(ServerNotification) -> F,
+    ) {
+        let mut changes = self.shared.sessions.subscribe();
+        let subscribed = accepted.resource_subscriptions.as_deref().unwrap_or_default();
+        let wants = |flag: Option<bool>| flag == Some(true);
+        loop {
+            let change = tokio::select! {
+                () = cancelled.cancelled() => return,
+                change = changes.recv() => change,
+            };
+            let notification: ServerNotification = match change {
+                Ok(Change::List(ListKind::Tools)) if wants(accepted.tools_list_changed) => {
+                    ToolListChangedNotification::default().into()
+                }
+                Ok(Change::List(ListKind::Resources)) if wants(accepted.resources_list_changed) => {
+                    ResourceListChangedNotification::default().into()
+                }
+                Ok(Change::List(ListKind::Prompts)) if wants(accepted.prompts_list_changed) => {
+                    PromptListChangedNotification::default().into()
+                }
+                Ok(Change::Resource(uri)) => match subscribed.iter().find(|s| session::covers(s, &uri)) {
+                    Some(subscribed) => {
+                        ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(subscribed.clone()))
+                            .into()
+                    }
+                    None => continue,
+                },
+                Ok(Change::List(_)) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            send(notification).await;
+        }
+    }
+}
