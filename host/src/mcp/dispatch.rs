@@ -53,6 +53,11 @@ fn optional<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<Option<
     raw.map(|raw| params(Some(raw))).transpose()
 }
 
+/// Whether the transport declared the request 2026-07-28 or later.
+fn declares_modern(front: &Front) -> bool {
+    front.declared.as_deref().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 fn method_not_found(method: &str) -> ErrorData {
     ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {method}"), None)
 }
@@ -88,6 +93,15 @@ impl CapsuleServer {
         raw: Option<&RawValue>,
         front: &Front,
     ) -> Result<ServerResult, ErrorData> {
+        // A transport that declares 2026-07-28 rules out the legacy methods before their
+        // params are looked at.
+        let legacy_only = matches!(
+            method,
+            "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+        );
+        if legacy_only && declares_modern(front) {
+            return Err(method_not_found(method));
+        }
         match method {
             "initialize" => self.initialize(params(raw)?),
             "ping" => {
@@ -200,19 +214,31 @@ impl CapsuleServer {
     ) -> Result<RequestCx, ErrorData> {
         let meta = meta.cloned().unwrap_or_default();
         let requested = meta.protocol_version();
+        if let (Some(declared), Some(requested)) = (front.declared.as_deref(), &requested)
+            && declared != requested.as_str()
+        {
+            return Err(ErrorData::header_mismatch(
+                format!(
+                    "MCP-Protocol-Version header ({declared}) does not match request _meta protocolVersion ({requested})"
+                ),
+                None,
+            ));
+        }
         if let Some(version) = &requested
             && !VERSIONS.contains(version)
         {
             return Err(ErrorData::unsupported_protocol_version(version.clone(), VERSIONS));
         }
-        let modern = method == "server/discover" || requested.as_ref().is_some_and(|v| !v.has_initialize());
+        let modern = method == "server/discover"
+            || declares_modern(front)
+            || requested.as_ref().is_some_and(|v| !v.has_initialize());
         let peer = self.session.peer.get();
         if modern {
             let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
             if !missing.is_empty() {
                 return Err(ErrorData::invalid_params(
                     format!("request _meta is missing or has malformed required fields: {}", missing.join(", ")),
-                    None,
+                    Some(serde_json::json!({ "missingMetadata": missing })),
                 ));
             }
         } else if peer.is_none() && method != "ping" {

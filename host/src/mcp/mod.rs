@@ -152,6 +152,11 @@ impl CapsuleServer {
         self.session.begin(id)
     }
 
+    /// A tool's input schema (for checks a transport makes against the arguments).
+    pub fn input_schema(&self, tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
+        self.shared.catalog().tool(tool).map(|entry| entry.input_schema.clone())
+    }
+
     /// The revision this session agreed on in `initialize`, if it has.
     pub fn negotiated(&self) -> Option<rmcp::model::ProtocolVersion> {
         self.session.peer.get().map(|peer| peer.version.clone())

@@ -81,6 +81,9 @@ pub struct Front {
     pub link: Arc<dyn ClientLink>,
     /// Fires when the client cancels the request or goes away.
     pub cancelled: CancellationToken,
+    /// The revision the transport says the request is of (HTTP's `MCP-Protocol-Version`
+    /// header); a request's own `_meta` must agree with it.
+    pub declared: Option<Box<str>>,
 }
 
 /// What one request carries through the MCP layer.

@@ -208,7 +208,7 @@ impl Connection {
             Message::Request { id, method, params } => {
                 let server = self.server.clone();
                 let in_flight = server.begin(&id);
-                let front = Front { id, link: self.link.clone(), cancelled: in_flight.token().clone() };
+                let front = Front { id, link: self.link.clone(), cancelled: in_flight.token().clone(), declared: None };
                 let (method, params) = (method.into_owned(), params.map(RawValue::to_owned));
                 Some(Box::pin(async move {
                     let answer = server.request(&method, params.as_deref(), &front).await;

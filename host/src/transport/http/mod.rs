@@ -1,10 +1,15 @@
 //! Streamable HTTP on one endpoint, `/mcp`, for sessionful (2024-11-05 .. 2025-11-25) and
 //! stateless (2026-07-28) clients alike.
 //!
-//! rmcp serves the protocol, sessions, SSE streams and the Host/Origin checks. In front of it
-//! sits [`guard`], which closes rmcp's gaps: a body-size limit, proper JSON-RPC errors for
-//! malformed bodies (rmcp answers 415), JSON-RPC batches for 2025-03-26 clients, and a cap on
-//! live sessions.
+//! Every request passes the Host and Origin checks ([`checks`]). A POST that declares
+//! 2026-07-28 is served by Capsule's own wire ([`modern`]): read once, dispatched, answered
+//! as JSON or SSE. Legacy sessions are still served by rmcp's service, behind [`guard`],
+//! which closes its gaps: a body-size limit, proper JSON-RPC errors for malformed bodies
+//! (rmcp answers 415), JSON-RPC batches for 2025-03-26 clients, and a cap on live sessions.
+
+mod checks;
+mod headers;
+mod modern;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
 use rmcp::ErrorData;
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ProtocolVersion, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
@@ -62,6 +67,9 @@ impl Default for HttpOptions {
 /// one `Arc` (rmcp's service, cloned by value, carries its whole configuration).
 struct Guard {
     service: StreamableHttpService<CapsuleServer, LocalSessionManager>,
+    /// Serves 2026-07-28 requests (they belong to no session).
+    stateless: CapsuleServer,
+    allowed: checks::Allowed,
     sessions: Arc<LocalSessionManager>,
     options: HttpOptions,
     /// `initialize` requests admitted and not yet answered: counted with the live sessions,
@@ -97,8 +105,16 @@ pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationT
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(shutdown);
+    let stateless = CapsuleServer::new(shared.clone());
     let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
-    let guard = Arc::new(Guard { service: service.clone(), sessions, options, initializing: AtomicUsize::new(0) });
+    let guard = Arc::new(Guard {
+        service: service.clone(),
+        stateless,
+        allowed: checks::Allowed::new(&options.allowed_hosts, &options.allowed_origins),
+        sessions,
+        options,
+        initializing: AtomicUsize::new(0),
+    });
     Router::new().route_service("/mcp", service).layer(middleware::from_fn_with_state(guard, self::guard))
 }
 
@@ -148,7 +164,25 @@ fn check_typed(bytes: &[u8], id: Option<&RequestId>) -> Result<(), Vec<u8>> {
         .map_err(|e| jsonrpc::error(id, &ErrorData::invalid_request(format!("Invalid Request: {e}"), None)))
 }
 
+fn text_response(status: u16, text: &'static str) -> Response {
+    (StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), text).into_response()
+}
+
+/// The revision a request declares in `MCP-Protocol-Version`, if it is 2026-07-28 or later.
+fn declared_modern(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let declared = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    (declared >= ProtocolVersion::V_2026_07_28.as_str()).then_some(declared)
+}
+
 async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    if let Err((status, reason)) = guard.allowed.check(request.headers()) {
+        return text_response(status, reason);
+    }
+    if request.method() == Method::POST
+        && let Some(declared) = declared_modern(request.headers()).map(str::to_owned)
+    {
+        return stateless(&guard, request, &declared).await;
+    }
     if request.method() == Method::DELETE {
         // A session that does not exist (never did, or already ended) cannot be ended: 404,
         // as for any other request naming it, never a success.
@@ -223,6 +257,29 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         return bytes_response(StatusCode::BAD_REQUEST, error);
     }
     response
+}
+
+/// A 2026-07-28 POST: the checks a stateless request must pass, then Capsule's own wire.
+async fn stateless(guard: &Guard, request: Request, declared: &str) -> Response {
+    let (parts, body) = request.into_parts();
+    if !checks::accepts(&parts.headers, &["application/json", "text/event-stream"]) {
+        return text_response(406, "Not Acceptable: Client must accept both application/json and text/event-stream");
+    }
+    if !checks::is_json(&parts.headers) {
+        return text_response(415, "Unsupported Media Type: Content-Type must be application/json");
+    }
+    let bytes = match http_body_util::Limited::new(body, guard.options.max_body_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                -32600,
+                format!("request body exceeds the limit of {} bytes", guard.options.max_body_bytes),
+            );
+        }
+    };
+    modern::serve(&guard.stateless, &parts.headers, declared, &bytes).await
 }
 
 /// JSON-RPC batches (2025-03-26 only): each element is served as if posted alone, and the
