@@ -1,8 +1,9 @@
-//! Capsule's own wire: stdio framing, batches and revision rules, over real pipes.
+//! Capsule's own wire: stdio framing, batches and revision rules over real pipes, and the
+//! 2026-07-28 HTTP path over real sockets.
 
 use serde_json::json;
 
-use crate::support::{StdioServer, first_text};
+use crate::support::{Client, META_2026, Server, StdioServer, first_text};
 
 fn call(id: serde_json::Value, a: i64, b: i64) -> serde_json::Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": a, "b": b}}})
@@ -110,4 +111,112 @@ fn stdio_serves_2026_requests_without_a_session() {
     stdio.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}}));
     assert_eq!(stdio.read()["error"]["code"], -32022);
     stdio.finish();
+}
+
+fn modern_body(id: i64, method: &str, mut params: serde_json::Value) -> String {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": META_2026,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+#[tokio::test]
+async fn stateless_requests_are_answered_with_json() {
+    let server = Server::http(&[]);
+    let client = Client::new(&server.url);
+    let reply = client.modern(1, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 40}}), json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.headers["content-type"], "application/json");
+    assert!(reply.headers.get("mcp-session-id").is_none(), "a 2026-07-28 request has no session");
+    let result = &reply.response(1)["result"];
+    assert_eq!((first_text(result), result["resultType"].clone()), ("42".into(), json!("complete")));
+    // Removed and unknown methods: 404 with -32601, echoing the id.
+    for (id, method) in [(2, "initialize"), (3, "ping"), (4, "no/such/method")] {
+        let reply = client.modern(id, method, json!({}), json!({})).await;
+        assert_eq!((reply.status, reply.response(id)["error"]["code"].clone()), (404, json!(-32601)), "{method}");
+    }
+    // A notification is accepted and needs no answer.
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}});
+    let headers = [("mcp-protocol-version", META_2026), ("mcp-method", "notifications/cancelled")];
+    assert_eq!(client.post_raw(note.to_string(), &headers).await.status, 202);
+}
+
+#[tokio::test]
+async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
+    let server = Server::http(&[]);
+    let client = Client::new(&server.url);
+    let call = modern_body(5, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}}));
+    let post = |extra: Vec<(&'static str, &'static str)>, body: String| {
+        let client = client.clone();
+        async move {
+            let mut headers = vec![("mcp-protocol-version", META_2026)];
+            headers.extend(extra);
+            client.post_raw(body, &headers).await
+        }
+    };
+    let code = |reply: &crate::support::Reply| {
+        (reply.status, reply.messages[0]["error"]["code"].clone(), reply.messages[0]["id"].clone())
+    };
+    // SEP-2243: the standard headers must be there and agree with the body.
+    let no_method = post(vec![("mcp-name", "add")], call.clone()).await;
+    assert_eq!(code(&no_method), (400, json!(-32020), json!(5)));
+    let wrong_name = post(vec![("mcp-method", "tools/call"), ("mcp-name", "sub")], call.clone()).await;
+    assert_eq!(code(&wrong_name), (400, json!(-32020), json!(5)));
+    let base64_name = post(vec![("mcp-method", "tools/call"), ("mcp-name", "=?base64?YWRk?=")], call.clone()).await;
+    assert_eq!(first_text(&base64_name.response(5)["result"]), "2", "{}", base64_name.body);
+    // The header and _meta name the same revision.
+    let mut mismatched: serde_json::Value = serde_json::from_str(&modern_body(6, "tools/list", json!({}))).unwrap();
+    mismatched["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let mismatch = post(vec![("mcp-method", "tools/list")], mismatched.to_string()).await;
+    assert_eq!(code(&mismatch), (400, json!(-32020), json!(6)));
+    // _meta is required.
+    let bare = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
+    assert_eq!(code(&post(vec![("mcp-method", "tools/list")], bare).await), (400, json!(-32602), json!(7)));
+    // No batches and no responses in this revision; garbage is a parse error.
+    let batch = format!("[{call}]");
+    assert_eq!(code(&post(vec![("mcp-method", "tools/call")], batch).await).1, json!(-32600));
+    let response = json!({"jsonrpc": "2.0", "id": 8, "result": {}}).to_string();
+    assert_eq!(code(&post(vec![], response).await).0, 400);
+    assert_eq!(
+        code(&post(vec![("mcp-method", "tools/call")], "{\"jsonrpc\":".into()).await),
+        (400, json!(-32700), json!(null))
+    );
+    // The transport's own checks.
+    let plain =
+        post(vec![("mcp-method", "tools/call"), ("mcp-name", "add"), ("content-type", "text/plain")], call.clone());
+    assert_eq!(plain.await.status, 415);
+    let http = reqwest::Client::new();
+    let json_only = http
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", META_2026)
+        .body(call.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_only.status(), 406);
+    let rebound = http
+        .post(&server.url)
+        .header("host", "attacker.example")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", META_2026)
+        .body(call.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let foreign = http
+        .post(&server.url)
+        .header("origin", "https://attacker.example")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", META_2026)
+        .body(call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
 }

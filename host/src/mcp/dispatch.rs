@@ -212,7 +212,8 @@ impl CapsuleServer {
         era: Era,
         front: &Front,
     ) -> Result<RequestCx, ErrorData> {
-        let meta = meta.cloned().unwrap_or_default();
+        let empty = RequestMetaObject::default();
+        let meta = meta.unwrap_or(&empty);
         let requested = meta.protocol_version();
         if let (Some(declared), Some(requested)) = (front.declared.as_deref(), &requested)
             && declared != requested.as_str()
@@ -233,8 +234,17 @@ impl CapsuleServer {
             || declares_modern(front)
             || requested.as_ref().is_some_and(|v| !v.has_initialize());
         let peer = self.session.peer.get();
+        // Decoded once: the capabilities are the largest part of `_meta`.
+        let capabilities = meta.client_capabilities();
         if modern {
-            let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+            let [version_key, capabilities_key] = RequestMetaObject::DRAFT_REQUIRED_KEYS;
+            let mut missing = Vec::new();
+            if requested.is_none() {
+                missing.push(version_key);
+            }
+            if capabilities.is_none() {
+                missing.push(capabilities_key);
+            }
             if !missing.is_empty() {
                 return Err(ErrorData::invalid_params(
                     format!("request _meta is missing or has malformed required fields: {}", missing.join(", ")),
@@ -252,11 +262,11 @@ impl CapsuleServer {
             return Err(method_not_found(method));
         }
         let (version, client) = if modern {
-            (requested, meta.client_capabilities())
+            (requested, capabilities)
         } else {
             (
                 requested.or_else(|| peer.map(|p| p.version.clone())),
-                meta.client_capabilities().or_else(|| peer.map(|p| p.capabilities.clone())),
+                capabilities.or_else(|| peer.map(|p| p.capabilities.clone())),
             )
         };
         Ok(RequestCx {

@@ -138,11 +138,13 @@ pub fn accepts(headers: &HeaderMap, types: &[&str]) -> bool {
     types.iter().all(|t| listed.iter().any(|l| l == t))
 }
 
-/// Whether the body is declared as JSON.
+/// Whether the body is declared as JSON (by exactly one `Content-Type`).
 pub fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+    let mut values = headers.get_all(CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else { return false };
+    value
+        .to_str()
+        .ok()
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
@@ -190,5 +192,6 @@ mod tests {
         assert!(!accepts(&headers(&[("accept", "*/*")]), &["application/json"]));
         assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));
+        assert!(!is_json(&headers(&[("content-type", "application/json"), ("content-type", "text/plain")])));
     }
 }
