@@ -274,11 +274,15 @@ async fn everything_a_call_produces_is_bounded_and_charged() {
     // Log messages: each capped, all of them together charged against the output limit.
     let level = client.request(6, "logging/setLevel", json!({"level": "debug"})).await;
     assert!(level.get("result").is_some(), "{level}");
-    // A legacy session hears them on its GET stream.
-    let mut stream = client.listen_legacy().await;
-    assert_eq!(first_text(&call(7, "big_log", json!({})).await), "logged 64 MiB");
+    // They travel on the stream of the call that logged them.
+    let logs = client
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "big_log", "arguments": {}}}),
+        )
+        .await;
+    assert_eq!(first_text(&logs.response(7)["result"]), "logged 64 MiB");
     let (mut logged, mut bytes) = (0, 0);
-    while let Some(message) = next_within(&mut stream, Duration::from_secs(2)).await {
+    for message in logs.messages.iter().filter(|m| m["method"] == "notifications/message") {
         let size = message["params"]["data"].as_str().map_or(0, str::len);
         assert!(size <= (64 << 10) + 8, "a log message of {size} bytes");
         (logged, bytes) = (logged + 1, bytes + size);

@@ -212,10 +212,20 @@ impl Client {
         Reply { status, headers, messages, body }
     }
 
-    /// POST a message and read the SSE response message by message, as it arrives.
+    /// POST a message and read the SSE response message by message, as it arrives (a JSON
+    /// answer, given when nothing had to come first, reads as a stream of one message).
     pub async fn stream(&self, message: &Value) -> SseStream {
         let response = self.builder().body(message.to_string()).send().await.expect("send");
         assert_eq!(response.status(), 200, "streamed POST");
+        let is_json = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            let body = response.text().await.unwrap_or_default();
+            return SseStream { body: Box::pin(futures::stream::empty()), buffer: format!("data: {body}\n\n") };
+        }
         SseStream { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
 

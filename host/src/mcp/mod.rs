@@ -8,14 +8,13 @@
 //! a plugin call needs from the client (elicitation, sampling, roots) goes through `input`,
 //! which picks the mechanism the client's revision allows.
 //!
-//! Request handling sees only a `RequestCx` and its `ClientLink`, never a transport. rmcp's
-//! service still fronts the HTTP transport through `handler`, onto the same functions.
+//! Request handling sees only a `RequestCx` and its `ClientLink`, never a transport; rmcp
+//! provides the protocol's model types and nothing else.
 
 mod calls;
 mod convert;
 mod dispatch;
 mod events;
-mod handler;
 mod input;
 mod lists;
 mod request;

@@ -11,12 +11,10 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use rmcp::RoleServer;
 use rmcp::model::{
     ClientCapabilities, ClientResult, LoggingLevel, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
     ServerRequest,
 };
-use rmcp::service::{Peer, RequestContext, ServiceError};
 use tokio_util::sync::CancellationToken;
 
 /// A boxed future, as a [`ClientLink`] returns.
@@ -44,33 +42,6 @@ pub trait ClientLink: Send + Sync + 'static {
     fn is_closed(&self) -> bool;
     /// Finishes when the client is gone for good.
     fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
-}
-
-fn link_error(error: ServiceError) -> LinkError {
-    match error {
-        ServiceError::TransportClosed => LinkError::Closed,
-        other => LinkError::Failed(other.to_string()),
-    }
-}
-
-/// rmcp's service in front: its peer is the link.
-impl ClientLink for Peer<RoleServer> {
-    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
-        Box::pin(async move { self.send_notification(notification).await.map_err(link_error) })
-    }
-
-    fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult> {
-        Box::pin(async move { self.send_request(request).await.map_err(link_error) })
-    }
-
-    fn is_closed(&self) -> bool {
-        self.is_transport_closed()
-    }
-
-    /// rmcp ends its requests itself when the transport closes.
-    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(std::future::pending())
-    }
 }
 
 /// What a transport hands the MCP layer with each request it reads.
@@ -103,18 +74,6 @@ pub struct RequestCx {
 }
 
 impl RequestCx {
-    /// The context of a request rmcp's service dispatched.
-    pub fn from_rmcp(cx: &RequestContext<RoleServer>) -> RequestCx {
-        RequestCx {
-            version: cx.protocol_version(),
-            client: cx.client_capabilities(),
-            progress_token: cx.meta.get_progress_token(),
-            log_level: cx.meta.log_level(),
-            cancelled: cx.ct.clone(),
-            link: Arc::new(cx.peer.clone()),
-        }
-    }
-
     /// A 2026-07-28 (stateless) request.
     pub fn is_modern(&self) -> bool {
         self.at_least(&ProtocolVersion::V_2026_07_28)

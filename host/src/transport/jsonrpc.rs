@@ -113,6 +113,10 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
     if envelope.jsonrpc.as_deref() != Some("2.0") {
         return Err(Refusal::invalid(id, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
     }
+    // JSON-RPC params are structured: an object or an array.
+    if envelope.params.is_some_and(|p| !matches!(p.get().as_bytes().first(), Some(b'{' | b'['))) {
+        return Err(Refusal::invalid(id, "Invalid Request: \"params\" must be an object or an array"));
+    }
     match (envelope.method, id, envelope.result, envelope.error) {
         (Some(method), Some(id), _, _) => Ok(Message::Request { id, method, params: envelope.params }),
         (Some(method), None, _, _) => Ok(Message::Notification { method, params: envelope.params }),
@@ -219,6 +223,8 @@ mod tests {
         assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        let primitive = single(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":7}"#).unwrap_err();
+        assert_eq!(code(primitive), (Some(RequestId::Number(2)), -32600));
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"x":[1]}}"#),
             Ok(Message::Request { id: RequestId::String(id), method, params: Some(p) })

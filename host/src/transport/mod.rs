@@ -4,4 +4,5 @@
 
 pub mod http;
 mod jsonrpc;
+mod pending;
 pub mod stdio;

@@ -9,20 +9,19 @@
 //! batches in flight may reuse ids. At the end of input, whenever it comes, what is still
 //! running finishes and is answered, then the server stops.
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rmcp::ErrorData;
-use rmcp::model::{ClientResult, ProtocolVersion, RequestId, ServerNotification, ServerRequest};
+use rmcp::model::{ClientResult, ProtocolVersion, ServerNotification, ServerRequest};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::pending::Pending;
 use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Shared};
 
 /// Limits of the stdio transport.
@@ -58,8 +57,7 @@ pub async fn serve_on(
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) {
     let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
-    let link =
-        Arc::new(Link { out, pending: Mutex::default(), next_id: AtomicI64::new(0), closed: CancellationToken::new() });
+    let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new() });
     let done = CancellationToken::new();
     let writer = tokio::spawn(write_out(queue, output, link.closed.clone(), done.clone()));
     let connection = Connection { server: CapsuleServer::new(shared), link: link.clone(), tasks: TaskTracker::new() };
@@ -228,7 +226,7 @@ impl Connection {
                 None
             }
             Message::Response { id, outcome } => {
-                self.link.answer(&id, outcome);
+                self.link.pending.answer(&id, outcome);
                 None
             }
         }
@@ -281,8 +279,7 @@ fn batch_refused(version: Option<&ProtocolVersion>) -> ErrorData {
 /// that await its answer.
 struct Link {
     out: mpsc::Sender<Vec<u8>>,
-    pending: Mutex<HashMap<i64, oneshot::Sender<Result<ClientResult, LinkError>>>>,
-    next_id: AtomicI64,
+    pending: Pending,
     /// Fires when the input ends or the output fails.
     closed: CancellationToken,
 }
@@ -293,40 +290,10 @@ impl Link {
         let _ = self.out.send(message).await;
     }
 
-    /// Hand the client's answer to the request that awaits it.
-    fn answer(&self, id: &RequestId, outcome: Result<&RawValue, &RawValue>) {
-        let waiting = match id {
-            RequestId::Number(n) => self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(n),
-            RequestId::String(_) => None,
-        };
-        let Some(waiting) = waiting else {
-            tracing::debug!(%id, "the client answered a request that is not waiting");
-            return;
-        };
-        let answer = match outcome {
-            Ok(result) => serde_json::from_str::<ClientResult>(result.get())
-                .map_err(|e| LinkError::Failed(format!("the client's answer is not understood: {e}"))),
-            Err(error) => Err(LinkError::Failed(match serde_json::from_str::<ErrorData>(error.get()) {
-                Ok(error) => format!("the client answered with error {}: {}", error.code.0, error.message),
-                Err(_) => format!("the client answered with an error: {}", error.get()),
-            })),
-        };
-        let _ = waiting.send(answer);
-    }
-
     /// The client is gone: fail every request waiting on it.
     fn close(&self) {
         self.closed.cancel();
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-/// Forgets a request to the client when its asker stops waiting.
-struct Waiting<'a>(&'a Link, i64);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
+        self.pending.fail_all();
     }
 }
 
@@ -346,15 +313,10 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let message = jsonrpc::outgoing(Some(&RequestId::Number(id)), &request)
-                .map_err(|e| LinkError::Failed(e.to_string()))?;
-            let (tx, rx) = oneshot::channel();
-            self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
-            let _waiting = Waiting(self, id);
+            let (message, mut asked) = self.pending.ask(&request)?;
             self.out.send(message).await.map_err(|_| LinkError::Closed)?;
             tokio::select! {
-                answer = rx => answer.unwrap_or(Err(LinkError::Closed)),
+                answer = asked.answer() => answer,
                 () = self.closed.cancelled() => Err(LinkError::Closed),
             }
         })

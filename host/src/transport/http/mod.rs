@@ -1,40 +1,38 @@
 //! Streamable HTTP on one endpoint, `/mcp`, for sessionful (2024-11-05 .. 2025-11-25) and
-//! stateless (2026-07-28) clients alike.
+//! stateless (2026-07-28) clients alike, on Capsule's own wire.
 //!
-//! Every request passes the Host and Origin checks ([`checks`]). A POST that declares
-//! 2026-07-28 is served by Capsule's own wire ([`modern`]): read once, dispatched, answered
-//! as JSON or SSE. Legacy sessions are still served by rmcp's service, behind [`guard`],
-//! which closes its gaps: a body-size limit, proper JSON-RPC errors for malformed bodies
-//! (rmcp answers 415), JSON-RPC batches for 2025-03-26 clients, and a cap on live sessions.
+//! Every request passes the Host and Origin checks ([`checks`]) first. A POST that declares
+//! 2026-07-28 in `MCP-Protocol-Version` is a stateless request ([`modern`]); anything else
+//! belongs to a legacy session ([`legacy`], [`session`]). Either way the body is read once,
+//! within its limit, and answered as JSON unless something must reach the client first
+//! ([`exchange`]).
 
 mod checks;
+mod exchange;
 mod headers;
+mod legacy;
 mod modern;
+mod session;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::any;
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
 use rmcp::ErrorData;
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ProtocolVersion, RequestId};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::Value;
-use serde_json::value::RawValue;
+use rmcp::model::ProtocolVersion;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{self, Incoming, Message};
+use super::jsonrpc;
 use crate::mcp::{CapsuleServer, Shared};
+use session::SessionTable;
 
 /// Limits and policy of the HTTP endpoint.
 #[derive(Debug, Clone)]
@@ -63,59 +61,26 @@ impl Default for HttpOptions {
     }
 }
 
-/// The guard's state. axum clones middleware state for every request, so it lives behind
-/// one `Arc` (rmcp's service, cloned by value, carries its whole configuration).
-struct Guard {
-    service: StreamableHttpService<CapsuleServer, LocalSessionManager>,
+/// What every HTTP request is served with.
+struct Endpoint {
     /// Serves 2026-07-28 requests (they belong to no session).
     stateless: CapsuleServer,
+    sessions: Arc<SessionTable>,
     allowed: checks::Allowed,
-    sessions: Arc<LocalSessionManager>,
     options: HttpOptions,
-    /// `initialize` requests admitted and not yet answered: counted with the live sessions,
-    /// so concurrent ones cannot all pass the cap.
-    initializing: AtomicUsize,
-}
-
-/// One admitted `initialize`, counted until its response is built (its session exists then).
-struct Initializing<'a>(&'a AtomicUsize);
-
-impl Drop for Initializing<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
+    shutdown: CancellationToken,
 }
 
 /// The axum router serving MCP at `/mcp`.
 pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> Router {
-    let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(options.session_idle);
-    let sessions = Arc::new(manager);
-    let hosts =
-        ["localhost", "127.0.0.1", "::1"].into_iter().map(String::from).chain(options.allowed_hosts.iter().cloned());
-    let origins =
-        ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://localhost:*", "https://127.0.0.1:*"]
-            .into_iter()
-            .map(String::from)
-            .chain(options.allowed_origins.iter().cloned());
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(true)
-        .with_json_response(true)
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins)
-        .with_max_request_body_bytes(options.max_body_bytes)
-        .with_cancellation_token(shutdown);
-    let stateless = CapsuleServer::new(shared.clone());
-    let service = StreamableHttpService::new(move || Ok(CapsuleServer::new(shared.clone())), sessions.clone(), config);
-    let guard = Arc::new(Guard {
-        service: service.clone(),
-        stateless,
+    let endpoint = Endpoint {
+        stateless: CapsuleServer::new(shared.clone()),
+        sessions: SessionTable::new(shared, options.max_sessions, options.session_idle, shutdown.clone()),
         allowed: checks::Allowed::new(&options.allowed_hosts, &options.allowed_origins),
-        sessions,
         options,
-        initializing: AtomicUsize::new(0),
-    });
-    Router::new().route_service("/mcp", service).layer(middleware::from_fn_with_state(guard, self::guard))
+        shutdown,
+    };
+    Router::new().route("/mcp", any(handle)).with_state(Arc::new(endpoint))
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
@@ -148,221 +113,68 @@ pub async fn serve_on(
     Ok(())
 }
 
-fn jsonrpc_error(status: StatusCode, id: Option<&RequestId>, code: i32, message: impl Into<String>) -> Response {
-    bytes_response(status, jsonrpc::error(id, &ErrorData::new(ErrorCode(code), message.into(), None)))
-}
-
-fn bytes_response(status: StatusCode, body: Vec<u8>) -> Response {
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
-}
-
-/// Whether rmcp can decode a message (e.g. `params` of the right shape): `Err` is the
-/// invalid-request error, echoing the id.
-fn check_typed(bytes: &[u8], id: Option<&RequestId>) -> Result<(), Vec<u8>> {
-    serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
-        .map(drop)
-        .map_err(|e| jsonrpc::error(id, &ErrorData::invalid_request(format!("Invalid Request: {e}"), None)))
-}
-
-fn text_response(status: u16, text: &'static str) -> Response {
+/// A plain-text error.
+fn text(status: u16, text: &'static str) -> Response {
     (StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), text).into_response()
 }
 
-/// The revision a request declares in `MCP-Protocol-Version`, if it is 2026-07-28 or later.
-fn declared_modern(headers: &axum::http::HeaderMap) -> Option<&str> {
-    let declared = headers.get("mcp-protocol-version")?.to_str().ok()?;
-    (declared >= ProtocolVersion::V_2026_07_28.as_str()).then_some(declared)
-}
-
-async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    if let Err((status, reason)) = guard.allowed.check(request.headers()) {
-        return text_response(status, reason);
-    }
-    if request.method() == Method::POST
-        && let Some(declared) = declared_modern(request.headers()).map(str::to_owned)
-    {
-        return stateless(&guard, request, &declared).await;
-    }
-    if request.method() == Method::DELETE {
-        // A session that does not exist (never did, or already ended) cannot be ended: 404,
-        // as for any other request naming it, never a success.
-        let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
-        if let Some(session) = session
-            && !guard.sessions.sessions.read().await.contains_key(session)
-        {
-            return jsonrpc_error(StatusCode::NOT_FOUND, None, -32001, "no such session (it may have ended)");
-        }
-        // rmcp acknowledges a session DELETE with 202; clients (the Python SDK among them)
-        // expect 200 or 204 for a completed termination.
-        let mut response = next.run(request).await;
-        if response.status() == StatusCode::ACCEPTED {
-            *response.status_mut() = StatusCode::NO_CONTENT;
-        }
-        return response;
-    }
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let bytes = match http_body_util::Limited::new(body, guard.options.max_body_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return jsonrpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                None,
-                -32600,
-                format!("request body exceeds the limit of {} bytes", guard.options.max_body_bytes),
-            );
-        }
-    };
-    let (id, initialize) = match jsonrpc::read(&bytes) {
-        Ok(Incoming::Single(Message::Request { id, method, .. })) => (Some(id), method == "initialize"),
-        Ok(Incoming::Single(Message::Response { id, .. })) => (Some(id), false),
-        Ok(Incoming::Single(Message::Notification { .. })) => (None, false),
-        Ok(Incoming::Batch(_)) => return batch(&guard, parts, &bytes).await,
-        Err(refusal) => return bytes_response(StatusCode::BAD_REQUEST, refusal.to_bytes()),
-    };
-    let _initializing = if initialize {
-        // Reserve first, then count: two initializes racing each see the other.
-        let admitted = Initializing(&guard.initializing);
-        let pending = guard.initializing.fetch_add(1, Ordering::SeqCst) + 1;
-        let live = guard.sessions.sessions.read().await.len();
-        if live + pending > guard.options.max_sessions {
-            return jsonrpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                id.as_ref(),
-                -32000,
-                format!(
-                    "the server has reached its limit of {} live sessions; try again later",
-                    guard.options.max_sessions
-                ),
-            );
-        }
-        Some(admitted)
-    } else {
-        None
-    };
-    let is_json = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
-    // rmcp answers a JSON body it cannot decode as a message with a bare 415; say what is wrong
-    // in JSON-RPC terms instead (checked only now, so well-formed traffic is parsed once).
-    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
-        && is_json
-        && let Err(error) = check_typed(&bytes, id.as_ref())
-    {
-        return bytes_response(StatusCode::BAD_REQUEST, error);
-    }
+fn method_not_allowed(allow: &'static str) -> Response {
+    let mut response = text(405, "Method Not Allowed");
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
     response
 }
 
-/// A 2026-07-28 POST: the checks a stateless request must pass, then Capsule's own wire.
-async fn stateless(guard: &Guard, request: Request, declared: &str) -> Response {
+/// The revision a request declares in `MCP-Protocol-Version`: `Err` if the header is there
+/// but names no revision this server knows (and is not a later one).
+fn declared(headers: &axum::http::HeaderMap) -> Result<Option<&str>, &'static str> {
+    let Some(value) = headers.get("mcp-protocol-version") else { return Ok(None) };
+    let value = value.to_str().map_err(|_| "Bad Request: Invalid MCP-Protocol-Version header encoding")?;
+    let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == value);
+    if !known && value < ProtocolVersion::V_2026_07_28.as_str() {
+        return Err("Bad Request: Unsupported MCP-Protocol-Version");
+    }
+    Ok(Some(value))
+}
+
+async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    if let Err((status, reason)) = endpoint.allowed.check(request.headers()) {
+        return text(status, reason);
+    }
+    let declared = match declared(request.headers()) {
+        Ok(declared) => declared.map(str::to_owned),
+        Err(reason) => return text(400, reason),
+    };
+    let modern = declared.as_deref().filter(|v| *v >= ProtocolVersion::V_2026_07_28.as_str());
+    match *request.method() {
+        Method::POST => {}
+        // A 2026-07-28 client has no session, so no stream of its own and nothing to end.
+        Method::GET | Method::DELETE if modern.is_some() => return method_not_allowed("POST"),
+        Method::GET => {
+            if !checks::accepts(request.headers(), &["text/event-stream"]) {
+                return text(406, "Not Acceptable: Client must accept text/event-stream");
+            }
+            return legacy::get(&endpoint.sessions, request.headers());
+        }
+        Method::DELETE => return legacy::delete(&endpoint.sessions, request.headers()),
+        _ => return method_not_allowed("GET, POST, DELETE"),
+    }
     let (parts, body) = request.into_parts();
     if !checks::accepts(&parts.headers, &["application/json", "text/event-stream"]) {
-        return text_response(406, "Not Acceptable: Client must accept both application/json and text/event-stream");
+        return text(406, "Not Acceptable: Client must accept both application/json and text/event-stream");
     }
     if !checks::is_json(&parts.headers) {
-        return text_response(415, "Unsupported Media Type: Content-Type must be application/json");
+        return text(415, "Unsupported Media Type: Content-Type must be application/json");
     }
-    let bytes = match http_body_util::Limited::new(body, guard.options.max_body_bytes).collect().await {
+    let limit = endpoint.options.max_body_bytes;
+    let body = match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
-            return jsonrpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                None,
-                -32600,
-                format!("request body exceeds the limit of {} bytes", guard.options.max_body_bytes),
-            );
+            let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
+            return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
         }
     };
-    modern::serve(&guard.stateless, &parts.headers, declared, &bytes).await
-}
-
-/// JSON-RPC batches (2025-03-26 only): each element is served as if posted alone, and the
-/// responses come back as one JSON array.
-async fn batch(guard: &Guard, parts: axum::http::request::Parts, body: &[u8]) -> Response {
-    let version = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
-    if version.is_some_and(|v| v != jsonrpc::BATCH_VERSION) {
-        let message = format!(
-            "Invalid Request: JSON-RPC batches are only part of protocol revision {} (this connection uses {})",
-            jsonrpc::BATCH_VERSION,
-            version.unwrap_or_default()
-        );
-        return jsonrpc_error(StatusCode::BAD_REQUEST, None, -32600, message);
-    }
-    let items: Vec<&RawValue> = serde_json::from_slice(body).unwrap_or_default();
-    let mut responses = Vec::new();
-    for item in items {
-        let text = item.get().as_bytes();
-        let (id, is_request) = match jsonrpc::read(text) {
-            Ok(Incoming::Single(Message::Request { id, method, .. })) => {
-                if method == "initialize" {
-                    let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
-                    responses.push(jsonrpc::error(Some(&id), &error));
-                    continue;
-                }
-                (Some(id), true)
-            }
-            Ok(Incoming::Single(Message::Response { id, .. })) => (Some(id), false),
-            Ok(_) => (None, false),
-            Err(refusal) => {
-                responses.push(refusal.to_bytes());
-                continue;
-            }
-        };
-        if let Err(error) = check_typed(text, id.as_ref()) {
-            responses.push(error);
-            continue;
-        }
-        let mut request = Request::from_parts(parts.clone(), Body::from(item.get().to_owned()));
-        request.headers_mut().remove(header::CONTENT_LENGTH);
-        let response = guard.service.handle(request).await.map(Body::new);
-        let messages = read_messages(response.into_response()).await;
-        if is_request {
-            let id_value = id.as_ref().map(|id| id.clone().into_json_value());
-            match messages.into_iter().find(|m| m.get("id") == id_value.as_ref() && m.get("method").is_none()) {
-                Some(message) => responses.push(message.to_string().into_bytes()),
-                None => responses.push(jsonrpc::error(
-                    id.as_ref(),
-                    &ErrorData::internal_error("the server produced no response", None),
-                )),
-            }
-        }
-    }
-    if responses.is_empty() {
-        return StatusCode::ACCEPTED.into_response();
-    }
-    bytes_response(StatusCode::OK, jsonrpc::array(&responses))
-}
-
-/// The JSON-RPC messages in a response body, whether JSON or an SSE stream.
-async fn read_messages(response: Response) -> Vec<Value> {
-    let is_sse = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let status = response.status();
-    let bytes: Bytes = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    if is_sse {
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str(data.trim()).ok())
-            .collect()
-    } else {
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Array(items)) => items,
-            Ok(value) => vec![value],
-            Err(_) if !status.is_success() => vec![serde_json::json!({
-                "jsonrpc": "2.0", "id": null,
-                "error": {"code": -32600, "message": String::from_utf8_lossy(&bytes)}
-            })],
-            Err(_) => Vec::new(),
-        }
+    match modern {
+        Some(declared) => modern::serve(&endpoint.stateless, &parts.headers, declared, &body, &endpoint.shutdown).await,
+        None => legacy::post(&endpoint.sessions, &parts.headers, &body).await,
     }
 }

@@ -1,0 +1,151 @@
+//! Answering one POST: JSON when the answer is all there is, SSE when something must reach
+//! the client first (a notification, or a request it has to answer). The request's
+//! notifications and requests travel on its own response stream.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
+use tokio::sync::mpsc;
+
+use super::super::jsonrpc;
+use super::super::pending::Pending;
+use crate::mcp::{ClientLink, LinkError, LinkFuture};
+
+/// Messages one POST may have waiting to be written before its answer.
+const QUEUE: usize = 64;
+
+/// What a POST is answered with once its work is done.
+pub struct Answer {
+    /// The HTTP status, if the answer goes out as JSON.
+    pub status: StatusCode,
+    /// The responses: one, or a batch's (answered as an array).
+    pub messages: Vec<Vec<u8>>,
+    pub batch: bool,
+}
+
+impl Answer {
+    pub fn one(status: StatusCode, message: Vec<u8>) -> Answer {
+        Answer { status, messages: vec![message], batch: false }
+    }
+}
+
+/// A JSON body.
+pub fn json(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
+/// The link a POST's work talks to the client through, and the receiving end of its stream.
+/// With `asks`, the client can be asked things (legacy sessions); without, it cannot.
+pub fn link(asks: Option<Arc<Pending>>) -> (Arc<dyn ClientLink>, mpsc::Receiver<Vec<u8>>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (Arc::new(PostLink { tx, asks }), rx)
+}
+
+/// Run `work` and answer: JSON if it finishes before anything is sent, else SSE.
+pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>) -> Response
+where
+    W: Future<Output = Answer> + Send + 'static,
+{
+    let mut work = Box::pin(work);
+    tokio::select! {
+        biased;
+        Some(first) = notes.recv() => {
+            let replies = Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() };
+            let mut response = Sse::new(replies).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
+            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+            response
+        }
+        answer = &mut work => match answer.messages.len() {
+            0 => StatusCode::ACCEPTED.into_response(),
+            1 if !answer.batch => json(answer.status, answer.messages.into_iter().next().unwrap_or_default()),
+            _ => json(answer.status, jsonrpc::array(&answer.messages)),
+        },
+    }
+}
+
+/// A POST's SSE stream: what is sent to the client as it comes, then the answers. Dropping
+/// it (the client closed the stream) drops the work.
+struct Replies<W> {
+    first: Option<Vec<u8>>,
+    work: Option<Pin<Box<W>>>,
+    notes: mpsc::Receiver<Vec<u8>>,
+    answer: Vec<Vec<u8>>,
+}
+
+fn event(message: Vec<u8>) -> Result<Event, Infallible> {
+    // Messages are serialised JSON, so always UTF-8.
+    Ok(Event::default().data(String::from_utf8(message).unwrap_or_default()))
+}
+
+impl<W: Future<Output = Answer>> Stream for Replies<W> {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(event(first)));
+        }
+        if let Poll::Ready(Some(note)) = self.notes.poll_recv(cx) {
+            return Poll::Ready(Some(event(note)));
+        }
+        if let Some(work) = self.work.as_mut()
+            && let Poll::Ready(answer) = work.as_mut().poll(cx)
+        {
+            self.work = None;
+            self.answer = answer.messages;
+            self.answer.reverse();
+        }
+        if self.work.is_none() {
+            // Every notification was queued before the answer was ready.
+            if let Ok(note) = self.notes.try_recv() {
+                return Poll::Ready(Some(event(note)));
+            }
+            return Poll::Ready(self.answer.pop().map(event));
+        }
+        Poll::Pending
+    }
+}
+
+/// The way back to the client through one POST's response stream.
+struct PostLink {
+    tx: mpsc::Sender<Vec<u8>>,
+    asks: Option<Arc<Pending>>,
+}
+
+impl ClientLink for PostLink {
+    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
+        Box::pin(async move {
+            let message = jsonrpc::outgoing(None, &notification).map_err(|e| LinkError::Failed(e.to_string()))?;
+            self.tx.send(message).await.map_err(|_| LinkError::Closed)
+        })
+    }
+
+    fn request(&self, request: ServerRequest) -> LinkFuture<'_, ClientResult> {
+        Box::pin(async move {
+            let Some(asks) = &self.asks else {
+                return Err(LinkError::Failed("a 2026-07-28 request cannot be asked anything".into()));
+            };
+            let (message, mut asked) = asks.ask(&request)?;
+            self.tx.send(message).await.map_err(|_| LinkError::Closed)?;
+            tokio::select! {
+                answer = asked.answer() => answer,
+                () = self.tx.closed() => Err(LinkError::Closed),
+            }
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.tx.closed())
+    }
+}

@@ -1,0 +1,262 @@
+//! Sessions of 2024-11-05 … 2025-11-25 clients: `initialize` opens one (its id in
+//! `Mcp-Session-Id`), later POSTs name it, a GET opens its stream, DELETE ends it. Batches
+//! are for 2025-03-26 sessions only; their elements run concurrently.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::ErrorData;
+use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::exchange::{self, Answer, json};
+use super::session::{Session, SessionTable};
+use super::text;
+use crate::mcp::Front;
+
+/// The session a request names, if it names one.
+fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get("mcp-session-id").and_then(|v| v.to_str().ok())
+}
+
+fn no_session() -> Response {
+    json(
+        StatusCode::NOT_FOUND,
+        jsonrpc::error(None, &ErrorData::new(ErrorCode(-32001), "no such session (it may have ended)", None)),
+    )
+}
+
+/// A POST for a legacy session (or one opening a session).
+pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, body: &[u8]) -> Response {
+    let incoming = match jsonrpc::read(body) {
+        Ok(incoming) => incoming,
+        Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
+    };
+    let session = match session_id(headers) {
+        Some(id) => match table.get(id) {
+            Some(session) => Some(session),
+            None => return no_session(),
+        },
+        None => None,
+    };
+    match (incoming, session) {
+        (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
+            initialize(table, id, params).await
+        }
+        (Incoming::Single(message), Some(session)) => {
+            let answer = one(&session, message);
+            exchange_for(&session, answer).await
+        }
+        (Incoming::Batch(items), Some(session)) => batch(&session, items).await,
+        (Incoming::Batch(_), None) => json(StatusCode::BAD_REQUEST, batch_refused(None)),
+        (Incoming::Single(message), None) => {
+            // A self-describing 2026-07-28 request that forgot its header is told so.
+            if let Message::Request { params, .. } | Message::Notification { params, .. } = &message
+                && declares_version(*params)
+            {
+                let error = ErrorData::header_mismatch(
+                    "request _meta protocolVersion requires MCP-Protocol-Version header",
+                    None,
+                );
+                let id = match &message {
+                    Message::Request { id, .. } => Some(id),
+                    _ => None,
+                };
+                return json(StatusCode::BAD_REQUEST, jsonrpc::error(id, &error));
+            }
+            text(400, "Bad Request: Session ID is required")
+        }
+    }
+}
+
+/// Whether params carry `_meta` with a protocol version.
+fn declares_version(params: Option<&RawValue>) -> bool {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+        version: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    params
+        .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+        .is_some_and(|p| p.meta.is_some_and(|m| m.version.is_some()))
+}
+
+/// `initialize`: a new session, answered with its id.
+async fn initialize(table: &Arc<SessionTable>, id: RequestId, params: Option<&RawValue>) -> Response {
+    let Ok(session) = table.create() else {
+        let error = ErrorData::new(
+            ErrorCode(-32000),
+            "the server has reached its limit of live sessions; try again later",
+            None,
+        );
+        return json(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error(Some(&id), &error));
+    };
+    let (link, _notes) = exchange::link(None);
+    let front = Front { id, link, cancelled: session.ended.child_token(), declared: None };
+    let answer = session.server.request("initialize", params, &front).await;
+    let mut response = match answer {
+        Ok(result) => json(StatusCode::OK, jsonrpc::response(&front.id, &result)),
+        Err(error) => {
+            table.remove(&session.id);
+            return json(StatusCode::OK, jsonrpc::error(Some(&front.id), &error));
+        }
+    };
+    if let Ok(value) = HeaderValue::from_str(&session.id) {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
+    response
+}
+
+/// The answer to one message of a session: `None` for notifications and the client's answers.
+type Work = std::pin::Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
+
+/// Take one message: notifications and answers at once, a request as work to run.
+fn one(session: &Arc<Session>, message: Message<'_>) -> OneOf {
+    match message {
+        Message::Request { id, method, params } => {
+            let (link, notes) = exchange::link(Some(session.pending.clone()));
+            let in_flight = session.server.begin(&id);
+            let front = Front { id, link, cancelled: in_flight.token().clone(), declared: None };
+            let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
+            OneOf::Request(
+                Box::pin(async move {
+                    let _in_flight = in_flight;
+                    Some(match server.request(&method, params.as_deref(), &front).await {
+                        Ok(result) => jsonrpc::response(&front.id, &result),
+                        Err(error) => jsonrpc::error(Some(&front.id), &error),
+                    })
+                }),
+                notes,
+            )
+        }
+        Message::Notification { method, params } => {
+            let link = SessionTable::link(session);
+            let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
+            OneOf::Done(Box::pin(async move {
+                server.notification(&method, params.as_deref(), &link).await;
+                None
+            }))
+        }
+        Message::Response { id, outcome } => {
+            session.pending.answer(&id, outcome);
+            OneOf::Done(Box::pin(std::future::ready(None)))
+        }
+    }
+}
+
+enum OneOf {
+    Request(Work, tokio::sync::mpsc::Receiver<Vec<u8>>),
+    Done(Work),
+}
+
+/// Answer one message of a session. The work runs on its own task: a client that
+/// disconnects does not cancel its request (it cancels with `notifications/cancelled`).
+async fn exchange_for(session: &Arc<Session>, work: OneOf) -> Response {
+    let _ = session;
+    match work {
+        OneOf::Done(work) => {
+            work.await;
+            StatusCode::ACCEPTED.into_response()
+        }
+        OneOf::Request(work, notes) => {
+            let task = tokio::spawn(work);
+            let work = async move {
+                let message = task.await.ok().flatten().unwrap_or_default();
+                Answer::one(StatusCode::OK, message)
+            };
+            exchange::respond(work, notes).await
+        }
+    }
+}
+
+/// A batch (2025-03-26 sessions only): its requests run concurrently and their answers come
+/// back together, with anything they send the client on the same stream.
+async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>) -> Response {
+    let negotiated = session.server.negotiated();
+    if negotiated.as_ref() != Some(&ProtocolVersion::V_2025_03_26) {
+        return json(StatusCode::BAD_REQUEST, batch_refused(negotiated.as_ref()));
+    }
+    let (tx, notes) = tokio::sync::mpsc::channel(64);
+    let mut works: Vec<Work> = Vec::new();
+    for item in items {
+        match item {
+            Err(refusal) => works.push(Box::pin(std::future::ready(Some(refusal.to_bytes())))),
+            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
+                works.push(Box::pin(std::future::ready(Some(jsonrpc::error(Some(&id), &error)))));
+            }
+            Ok(message) => match one(session, message) {
+                OneOf::Done(work) => works.push(work),
+                OneOf::Request(work, mut own) => {
+                    // Each element's messages join the batch's one stream.
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        while let Some(message) = own.recv().await {
+                            if tx.send(message).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                    works.push(work);
+                }
+            },
+        }
+    }
+    drop(tx);
+    let task = tokio::spawn(futures::future::join_all(works));
+    let work = async move {
+        let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().collect();
+        Answer { status: StatusCode::OK, messages, batch: true }
+    };
+    exchange::respond(work, notes).await
+}
+
+fn batch_refused(version: Option<&ProtocolVersion>) -> Vec<u8> {
+    let error = ErrorData::invalid_request(
+        format!(
+            "Invalid Request: JSON-RPC batches are only part of protocol revision {}{}",
+            jsonrpc::BATCH_VERSION,
+            version.map(|v| format!(" (this session uses {v})")).unwrap_or_default()
+        ),
+        None,
+    );
+    jsonrpc::error(None, &error)
+}
+
+/// GET: the session's stream of what belongs to no request.
+pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap) -> Response {
+    let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
+    let Some(session) = table.get(id) else { return no_session() };
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let after = match resume.map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(after)) => Some(after),
+        Some(Err(_)) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
+    };
+    // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
+    let primes = session.server.negotiated().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str());
+    let start = after.unwrap_or_else(|| session.delivered());
+    let priming = (primes && after.is_none())
+        .then(|| Ok(Event::default().id(start.to_string()).retry(std::time::Duration::from_secs(3)).data("")));
+    let stream = futures::stream::iter(priming).chain(session.attach(start));
+    let mut response =
+        Sse::new(stream).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15))).into_response();
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// DELETE: end the session.
+pub fn delete(table: &SessionTable, headers: &HeaderMap) -> Response {
+    let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
+    if table.remove(id) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
+}

@@ -1,0 +1,266 @@
+//! Legacy (initialize-based) sessions over HTTP: a table with a cap and idle expiry, and per
+//! session one GET stream fed from a bounded ring of already serialised events.
+//!
+//! Messages that belong to no request (list changes, resource updates) go into the session's
+//! ring, never blocking the sender: a client that stops reading loses the oldest, not the
+//! server its time. Event ids are unique and increase for the session's life; a GET with
+//! `Last-Event-ID: N` replays what came after N. A new GET takes over from the previous one,
+//! so every event goes to exactly one live stream.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::response::sse::Event;
+use futures::Stream;
+use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::super::jsonrpc;
+use super::super::pending::Pending;
+use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
+
+/// Events a session keeps for its GET stream (and for resuming it).
+const RING: usize = 64;
+/// Under pressure, a session idle this long may be ended to make room for a new one.
+const EVICTABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// One legacy session.
+pub struct Session {
+    pub id: Arc<str>,
+    pub server: CapsuleServer,
+    /// Requests sent to the client on its POST streams, awaiting answers.
+    pub pending: Arc<Pending>,
+    events: Mutex<Ring>,
+    wake: Notify,
+    /// Milliseconds since the table began, at the last sign of the client.
+    seen: AtomicU64,
+    /// Fires when the session ends (DELETE, expiry, shutdown).
+    pub ended: CancellationToken,
+}
+
+#[derive(Default)]
+struct Ring {
+    events: VecDeque<(u64, Arc<str>)>,
+    next_id: u64,
+    /// The newest event a stream has taken.
+    delivered: u64,
+    /// Bumped by each GET, so the stream it replaces ends.
+    stream: u64,
+    streams_open: usize,
+}
+
+impl Session {
+    /// Queue an event for the GET stream, dropping the oldest if the ring is full.
+    fn push(&self, message: Vec<u8>) {
+        let mut ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        ring.next_id += 1;
+        let id = ring.next_id;
+        if ring.events.len() == RING {
+            ring.events.pop_front();
+        }
+        // Serialised JSON is UTF-8.
+        ring.events.push_back((id, String::from_utf8(message).unwrap_or_default().into()));
+        drop(ring);
+        self.wake.notify_waiters();
+    }
+
+    /// The newest event a stream has taken (0 if none yet): a new stream starts after it,
+    /// so nothing queued while no stream was open is lost.
+    pub fn delivered(&self) -> u64 {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).delivered
+    }
+
+    /// Open the GET stream, replaying the events after `after` that are still kept; the
+    /// previous stream, if any, ends.
+    pub fn attach(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
+        let generation = {
+            let mut ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            ring.stream += 1;
+            ring.streams_open += 1;
+            ring.stream
+        };
+        self.wake.notify_waiters();
+        let open = StreamOpen(self.clone());
+        futures::stream::unfold((open, after), move |(open, cursor)| async move {
+            let session = open.0.clone();
+            loop {
+                let notified = session.wake.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let mut ring = session.events.lock().unwrap_or_else(|e| e.into_inner());
+                    if ring.stream != generation || session.ended.is_cancelled() {
+                        return None;
+                    }
+                    if let Some((id, message)) = ring.events.iter().find(|(id, _)| *id > cursor) {
+                        let (id, event) = (*id, Event::default().id(id.to_string()).data(&**message));
+                        ring.delivered = ring.delivered.max(id);
+                        return Some((Ok(event), (open, id)));
+                    }
+                }
+                tokio::select! {
+                    () = notified => {}
+                    () = session.ended.cancelled() => return None,
+                }
+            }
+        })
+    }
+
+    fn touch(&self, table: &SessionTable) {
+        self.seen.store(table.now(), Ordering::Relaxed);
+    }
+
+    fn idle_for(&self, table: &SessionTable) -> Duration {
+        let open = self.events.lock().unwrap_or_else(|e| e.into_inner()).streams_open;
+        if open > 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(table.now().saturating_sub(self.seen.load(Ordering::Relaxed)))
+    }
+}
+
+/// Counts a GET stream as open while it lives.
+struct StreamOpen(Arc<Session>);
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        let mut ring = self.0.events.lock().unwrap_or_else(|e| e.into_inner());
+        ring.streams_open = ring.streams_open.saturating_sub(1);
+    }
+}
+
+/// The session's link for what belongs to no request: its GET stream.
+struct SessionLink(Arc<Session>);
+
+impl ClientLink for SessionLink {
+    fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
+        let sent = match jsonrpc::outgoing(None, &notification) {
+            Ok(message) if !self.0.ended.is_cancelled() => {
+                self.0.push(message);
+                Ok(())
+            }
+            Ok(_) => Err(LinkError::Closed),
+            Err(e) => Err(LinkError::Failed(e.to_string())),
+        };
+        Box::pin(std::future::ready(sent))
+    }
+
+    fn request(&self, _: ServerRequest) -> LinkFuture<'_, ClientResult> {
+        // Requests to the client go on the stream of the request they serve.
+        Box::pin(std::future::ready(Err(LinkError::Failed("no request is waiting on this stream".into()))))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.ended.is_cancelled()
+    }
+
+    fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.0.ended.cancelled())
+    }
+}
+
+/// The table is full of sessions in use.
+pub struct Full;
+
+/// Every live legacy session.
+pub struct SessionTable {
+    sessions: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+    shared: Arc<Shared>,
+    cap: usize,
+    idle: Duration,
+    started: Instant,
+    shutdown: CancellationToken,
+}
+
+impl SessionTable {
+    pub fn new(shared: Arc<Shared>, cap: usize, idle: Duration, shutdown: CancellationToken) -> Arc<SessionTable> {
+        let table = Arc::new(SessionTable {
+            sessions: RwLock::default(),
+            shared,
+            cap,
+            idle,
+            started: Instant::now(),
+            shutdown,
+        });
+        let reaper = Arc::downgrade(&table);
+        let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(table) = reaper.upgrade() else { return };
+                table.expire();
+            }
+        });
+        table
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A new session; when the table is full, the session idle longest makes room if it has
+    /// been idle a while.
+    pub fn create(&self) -> Result<Arc<Session>, Full> {
+        let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
+        if sessions.len() >= self.cap {
+            let oldest = sessions
+                .values()
+                .map(|s| (s.idle_for(self), s.id.clone()))
+                .filter(|(idle, _)| *idle >= EVICTABLE_AFTER)
+                .max_by_key(|(idle, _)| *idle);
+            let Some((_, id)) = oldest else { return Err(Full) };
+            if let Some(evicted) = sessions.remove(&id) {
+                tracing::info!("the session table is full; ended the session idle longest");
+                evicted.ended.cancel();
+            }
+        }
+        let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
+        let session = Arc::new(Session {
+            id: id.clone(),
+            server: CapsuleServer::new(self.shared.clone()),
+            pending: Arc::default(),
+            events: Mutex::default(),
+            wake: Notify::new(),
+            seen: AtomicU64::new(self.now()),
+            ended: self.shutdown.child_token(),
+        });
+        sessions.insert(id, session.clone());
+        Ok(session)
+    }
+
+    /// The live session with this id, marked as in use.
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        let session = self.sessions.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()?;
+        session.touch(self);
+        Some(session)
+    }
+
+    /// End a session; `false` if there was none.
+    pub fn remove(&self, id: &str) -> bool {
+        let removed = self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        removed.map(|session| session.ended.cancel()).is_some()
+    }
+
+    /// The link to a session's GET stream, for what belongs to no request.
+    pub fn link(session: &Arc<Session>) -> Arc<dyn ClientLink> {
+        Arc::new(SessionLink(session.clone()))
+    }
+
+    /// End the sessions idle past the limit.
+    fn expire(&self) {
+        let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|_, session| {
+            let keep = session.idle_for(self) < self.idle && !session.ended.is_cancelled();
+            if !keep {
+                session.ended.cancel();
+                session.pending.fail_all();
+            }
+            keep
+        });
+    }
+}
