@@ -125,7 +125,7 @@ async fn a_nested_root_cannot_be_swapped_for_a_symlink() {
     assert!(!read.to_string().contains("MOUNT-SECRET"), "{read}");
 }
 
-fn misfit() -> PathBuf {
+pub fn misfit() -> PathBuf {
     plugins().join("testing/misfit.wasm")
 }
 

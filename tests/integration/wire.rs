@@ -220,3 +220,152 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
         .unwrap();
     assert_eq!(foreign.status(), 403);
 }
+
+/// One SSE event, as sent: its id and its data.
+struct RawEvent {
+    id: Option<String>,
+    data: String,
+    retry: bool,
+}
+
+/// Read SSE events off a response body as they come.
+struct RawEvents {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl RawEvents {
+    async fn open(client: &Client, last_event: Option<&str>) -> RawEvents {
+        let mut request = reqwest::Client::new()
+            .get(&client.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", client.session.as_deref().unwrap())
+            .header("mcp-protocol-version", &client.version);
+        if let Some(id) = last_event {
+            request = request.header("last-event-id", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        RawEvents { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
+    /// The next event (keep-alive comments skipped), or `None` if the stream ends or stays
+    /// quiet for `quiet`.
+    async fn next(&mut self, quiet: std::time::Duration) -> Option<RawEvent> {
+        use futures::StreamExt;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field =
+                    |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim_start().to_owned());
+                if block.lines().all(|l| l.starts_with(':') || l.is_empty()) {
+                    continue;
+                }
+                return Some(RawEvent {
+                    id: field("id:"),
+                    data: field("data:").unwrap_or_default(),
+                    retry: field("retry:").is_some(),
+                });
+            }
+            let chunk = tokio::time::timeout(quiet, self.body.next()).await.ok()??.ok()?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+/// A session with misfit, subscribed to the URI its `announce` tool announces.
+async fn announcing_session(server: &Server) -> Client {
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let uri = format!("misfit://0{}!", "-a".repeat(31));
+    let reply = client.request(1, "resources/subscribe", json!({"uri": uri})).await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    client
+}
+
+async fn announce(client: &Client, id: i64) {
+    let announced = client.request(id, "tools/call", json!({"name": "announce", "arguments": {}})).await;
+    assert_eq!(first_text(&announced["result"]), "announced", "{announced}");
+}
+
+#[tokio::test]
+async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_seen() {
+    let quiet = std::time::Duration::from_millis(800);
+    let dir = crate::support::scratch_dir("session-stream");
+    let policy = crate::hardening::misfit_policy(&dir, "", "");
+    let server = crate::hardening::serve_misfit(&policy);
+    let client = announcing_session(&server).await;
+
+    // Two events before any stream is open: the first stream gets them.
+    announce(&client, 2).await;
+    announce(&client, 3).await;
+    let mut first = RawEvents::open(&client, None).await;
+    let priming = first.next(quiet).await.expect("a priming event");
+    assert!(priming.retry && priming.data.is_empty(), "priming: {:?} {:?}", priming.id, priming.data);
+    let mut ids = vec![priming.id.clone().expect("the priming event has an id")];
+    for _ in 0..2 {
+        let event = first.next(quiet).await.expect("an event queued before the stream opened");
+        assert!(event.data.contains("notifications/resources/updated"), "{}", event.data);
+        ids.push(event.id.expect("every event has an id"));
+    }
+    announce(&client, 4).await;
+    ids.push(first.next(quiet).await.expect("a live event").id.unwrap());
+    let numbers: Vec<u64> = ids.iter().map(|id| id.parse().expect("numeric ids")).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "ids must rise and never repeat: {ids:?}");
+
+    // Resuming after the second event replays only what came after it, and the new stream
+    // takes over: the old one ends.
+    let mut second = RawEvents::open(&client, Some(&ids[2])).await;
+    let replayed = second.next(quiet).await.expect("the event after the one named");
+    assert_eq!(replayed.id.as_deref(), Some(ids[3].as_str()));
+    assert!(second.next(quiet).await.is_none(), "nothing seen before Last-Event-ID is sent again");
+    assert!(first.next(quiet).await.is_none(), "the replaced stream ends");
+    announce(&client, 5).await;
+    let live = second.next(quiet).await.expect("the new stream is live");
+    assert!(live.id.unwrap().parse::<u64>().unwrap() > numbers[3]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 12, item 3: a client that opens its stream and never reads it slows nobody down,
+/// through a hundred list changes and a thousand list-changed emissions.
+#[tokio::test]
+async fn a_session_that_never_reads_delays_no_one() {
+    let dir = crate::support::scratch_dir("never-reads");
+    std::fs::copy(crate::support::plugins().join("calc.wasm"), dir.join("calc.wasm")).unwrap();
+    let misfit = crate::hardening::misfit();
+    let (server, admin) = crate::support::Admin::serve(
+        &dir,
+        &["--plugins", dir.to_str().unwrap(), "--plugin", misfit.to_str().unwrap(), "--no-watch"],
+    );
+    let mut laggard = Client::new(&server.url);
+    laggard.initialize("2025-11-25", json!({})).await;
+    // Its stream is open and never read.
+    let _never_read = RawEvents::open(&laggard, None).await;
+    let mut other = Client::new(&server.url);
+    other.initialize("2025-06-18", json!({})).await;
+    let textkit = crate::support::plugins().join("textkit.wasm");
+    let started = std::time::Instant::now();
+    for round in 0..50 {
+        let op = std::time::Instant::now();
+        let (status, body) = admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": textkit}))).await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = admin.call(reqwest::Method::DELETE, "/plugins/textkit", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(op.elapsed() < std::time::Duration::from_secs(3), "round {round} took {:?}", op.elapsed());
+        let sum = other.request(round, "tools/call", json!({"name": "add", "arguments": {"a": round, "b": 1}})).await;
+        assert_eq!(first_text(&sum["result"]), (round + 1).to_string());
+    }
+    let storm = other.request(99, "tools/call", json!({"name": "list_storm", "arguments": {}})).await;
+    assert_eq!(first_text(&storm["result"]), "changed 1000 times");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+    // The laggard is still served, and its stream kept only the newest events.
+    let tools = laggard.request(100, "tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{tools}");
+    let mut late = RawEvents::open(&laggard, Some("0")).await;
+    let mut kept = 0;
+    while let Some(event) = late.next(std::time::Duration::from_millis(800)).await {
+        kept += usize::from(event.data.contains("list_changed"));
+    }
+    assert!((1..=64).contains(&kept), "{kept} list changes kept for a client that never read");
+    let _ = std::fs::remove_dir_all(dir);
+}
