@@ -2,13 +2,16 @@
 //!
 //! The layers, each depending only on the ones below it:
 //!
-//! - [`transport`]: stdio and Streamable HTTP (axum), with the checks that belong to the
-//!   wire: Origin/Host, body size, JSON-RPC batches, session limits.
-//! - [`mcp`]: the MCP server on top of `rmcp`. It speaks every revision from 2024-11-05 to
-//!   2026-07-28, bridges plugin input requests (elicitation, sampling, roots) to whatever the
-//!   client's revision supports, and maps plugin faults to proper protocol answers. rmcp's
-//!   types stop here. A request reaches the code that calls plugins as a `RequestCx` with a
-//!   `ClientLink` back to its client, whatever front dispatched it.
+//! - [`transport`]: stdio and Streamable HTTP (axum), Capsule's own wire: each message is
+//!   read once into a borrowed envelope, with the checks that belong to the wire (Origin/Host,
+//!   SEP-2243 headers, body and line limits, JSON-RPC batches), legacy sessions and their
+//!   event streams. It hands the MCP layer a method, raw params and a `Front` (the request
+//!   id, a `ClientLink` back to the client, its cancellation).
+//! - [`mcp`]: the MCP server. Its dispatcher parses params once into the type each method
+//!   takes and applies the revision rules, 2024-11-05 to 2026-07-28, in one place; it bridges
+//!   plugin input requests (elicitation, sampling, roots) to whatever the client's revision
+//!   supports, and maps plugin faults to proper protocol answers. rmcp provides the protocol
+//!   model types and stops here.
 //! - [`catalog`]: every loaded plugin's tools, resources, templates and prompts, with tool
 //!   arguments validated against their JSON Schemas and name collisions rejected.
 //! - [`runtime`]: wasmtime. Compiles each component once and runs every call in a fresh,

@@ -1,6 +1,6 @@
 //! The requests that call into plugins (`tools/call`, `resources/read`, `prompts/get`,
-//! `completion/complete`), written against [`RequestCx`] so that any front (rmcp's service
-//! today, Capsule's own wire next) can dispatch to them.
+//! `completion/complete`), written against [`RequestCx`] so that any transport can reach them
+//! through the dispatcher.
 
 use std::borrow::Cow;
 

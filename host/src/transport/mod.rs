@@ -1,6 +1,6 @@
-//! Transports: stdio and Streamable HTTP. Both hand every message to rmcp; what rmcp leaves
-//! to us (batches, malformed messages, limits, Origin policy) is handled in [`http`] and
-//! [`stdio`], with the message checks they share in `jsonrpc`.
+//! Transports: stdio and Streamable HTTP, on Capsule's own wire. Both read each message once
+//! with `jsonrpc` and hand it to the MCP dispatcher; server-to-client requests await their
+//! answers in `pending`. A new binding (HTTP over a Unix socket, say) is one more module.
 
 pub mod http;
 mod jsonrpc;
