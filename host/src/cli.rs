@@ -88,6 +88,12 @@ fn body_bytes(text: &str) -> Result<usize, String> {
     (1 << 10..=1 << 30).contains(&value).then_some(value).ok_or_else(|| "must be from 1024 to 1073741824".into())
 }
 
+/// A time limit from 1 second to an hour.
+fn seconds(text: &str) -> Result<u64, String> {
+    let value: u64 = text.parse().map_err(|e| format!("{e}"))?;
+    (1..=3600).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 3600".into())
+}
+
 /// A session cap from 1 to a million.
 fn sessions(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
@@ -163,6 +169,19 @@ struct HttpArgs {
     /// Live legacy (initialize-based) sessions allowed at once.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = sessions)]
     max_sessions: usize,
+    /// Live legacy sessions one client address may hold.
+    #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = sessions)]
+    sessions_per_address: usize,
+    /// HTTP connections open at once; more wait to be accepted.
+    #[arg(long, value_name = "N", default_value_t = 1_024, value_parser = sessions)]
+    max_connections: usize,
+    /// Seconds allowed for a request's headers, counted from when the connection is ready for
+    /// one (a slowloris client, or a keep-alive connection idle that long, is closed).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = seconds)]
+    header_timeout: u64,
+    /// Seconds allowed to receive a request's body (408 beyond).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = seconds)]
+    body_timeout: u64,
     /// Accept this Host header value too (repeatable; loopback names are always accepted).
     #[arg(long = "allow-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
@@ -308,6 +327,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_sessions: args.http.max_sessions,
         allowed_hosts: args.http.allowed_hosts,
         allowed_origins: args.http.allowed_origins,
+        sessions_per_address: args.http.sessions_per_address,
+        body_timeout: std::time::Duration::from_secs(args.http.body_timeout),
+        connections: crate::transport::http::ConnectionLimits {
+            max_connections: args.http.max_connections,
+            header_timeout: std::time::Duration::from_secs(args.http.header_timeout),
+        },
         ..HttpOptions::default()
     };
     crate::transport::http::serve(shared, args.listen, options, shutdown).await

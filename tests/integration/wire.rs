@@ -369,3 +369,87 @@ async fn a_session_that_never_reads_delays_no_one() {
     assert!((1..=64).contains(&kept), "{kept} list changes kept for a client that never read");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Open a raw connection to the server.
+async fn raw_connection(server: &Server) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(server.authority()).await.unwrap()
+}
+
+/// Read until the server closes the connection (or `within` passes): what it sent.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: std::time::Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(within, stream.read_to_end(&mut received)).await;
+    read.ok().map(|_| String::from_utf8_lossy(&received).into_owned())
+}
+
+#[tokio::test]
+async fn slow_headers_and_slow_bodies_are_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::http(&["--header-timeout", "1", "--body-timeout", "1"]);
+    // Headers trickled and never finished (slowloris): the connection is closed.
+    let mut slow = raw_connection(&server).await;
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(read_until_closed(&mut slow, std::time::Duration::from_secs(5)).await.is_some(), "still open");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "closed after {:?}", started.elapsed());
+    // A body that never finishes: 408.
+    let mut stalled = raw_connection(&server).await;
+    let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"";
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut stalled, std::time::Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // An idle keep-alive connection is closed too; a well-behaved client is still served.
+    let mut idle = raw_connection(&server).await;
+    assert!(read_until_closed(&mut idle, std::time::Duration::from_secs(5)).await.is_some());
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+}
+
+#[tokio::test]
+async fn connections_and_sessions_per_address_are_capped() {
+    // Idle keep-alive connections close after 2 s, so the clients below free their permits.
+    let server = Server::http(&["--max-connections", "2", "--sessions-per-address", "2", "--header-timeout", "2"]);
+    // Two sessions from this address; a third is refused while they are in use.
+    let mut first = Client::new(&server.url);
+    first.initialize("2025-06-18", json!({})).await;
+    let mut second = Client::new(&server.url);
+    second.initialize("2025-06-18", json!({})).await;
+    let third = Client::new(&server.url)
+        .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .await;
+    assert_eq!(third.status, 503, "{}", third.body);
+    assert!(third.body.contains("address"), "{}", third.body);
+    // Ending one makes room.
+    let deleted = reqwest::Client::new()
+        .delete(&server.url)
+        .header("mcp-session-id", first.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let mut again = Client::new(&server.url);
+    again.initialize("2025-06-18", json!({})).await;
+    drop((first, second, again));
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // Two connections held open (for less than the header timeout): a third waits.
+    let held = (raw_connection(&server).await, raw_connection(&server).await);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let ping = || {
+        fresh
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", META_2026)
+            .header("mcp-method", "tools/list")
+            .body(modern_body(1, "tools/list", json!({})))
+            .timeout(std::time::Duration::from_secs(1))
+            .send()
+    };
+    assert!(ping().await.is_err(), "a third connection is not served while two are open");
+    drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(ping().await.expect("served once a connection closed").status(), 200);
+}

@@ -2,6 +2,7 @@
 //! `Mcp-Session-Id`), later POSTs name it, a GET opens its stream, DELETE ends it. Batches
 //! are for 2025-03-26 sessions only; their elements run concurrently.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -32,7 +33,7 @@ fn no_session() -> Response {
 }
 
 /// A POST for a legacy session (or one opening a session).
-pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, body: &[u8]) -> Response {
+pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, client: Option<IpAddr>, body: &[u8]) -> Response {
     let incoming = match jsonrpc::read(body) {
         Ok(incoming) => incoming,
         Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
@@ -46,7 +47,7 @@ pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, body: &[u8]) -
     };
     match (incoming, session) {
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
-            initialize(table, id, params).await
+            initialize(table, client, id, params).await
         }
         (Incoming::Single(message), Some(session)) => {
             let answer = one(&session, message);
@@ -92,14 +93,18 @@ fn declares_version(params: Option<&RawValue>) -> bool {
 }
 
 /// `initialize`: a new session, answered with its id.
-async fn initialize(table: &Arc<SessionTable>, id: RequestId, params: Option<&RawValue>) -> Response {
-    let Ok(session) = table.create() else {
-        let error = ErrorData::new(
-            ErrorCode(-32000),
-            "the server has reached its limit of live sessions; try again later",
-            None,
-        );
-        return json(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error(Some(&id), &error));
+async fn initialize(
+    table: &Arc<SessionTable>,
+    client: Option<IpAddr>,
+    id: RequestId,
+    params: Option<&RawValue>,
+) -> Response {
+    let session = match table.create(client) {
+        Ok(session) => session,
+        Err(full) => {
+            let error = ErrorData::new(ErrorCode(-32000), full.to_string(), None);
+            return json(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error(Some(&id), &error));
+        }
     };
     let (link, _notes) = exchange::link(None);
     let front = Front { id, link, cancelled: session.ended.child_token(), declared: None };

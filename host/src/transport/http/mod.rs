@@ -11,6 +11,7 @@ mod checks;
 mod exchange;
 mod headers;
 mod legacy;
+mod listener;
 mod modern;
 mod session;
 
@@ -23,7 +24,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
 use rmcp::ErrorData;
 use rmcp::model::ProtocolVersion;
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
 use crate::mcp::{CapsuleServer, Shared};
+pub use listener::ConnectionLimits;
 use session::SessionTable;
 
 /// Limits and policy of the HTTP endpoint.
@@ -47,6 +48,12 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Origins accepted besides loopback ones (e.g. `https://app.example`).
     pub allowed_origins: Vec<String>,
+    /// Live sessions one client address may hold.
+    pub sessions_per_address: usize,
+    /// Time allowed to receive a request's body.
+    pub body_timeout: Duration,
+    /// Limits on connections themselves.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for HttpOptions {
@@ -57,6 +64,9 @@ impl Default for HttpOptions {
             session_idle: Duration::from_secs(30 * 60),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            sessions_per_address: 1_000,
+            body_timeout: Duration::from_secs(30),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -75,7 +85,7 @@ struct Endpoint {
 pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> Router {
     let endpoint = Endpoint {
         stateless: CapsuleServer::new(shared.clone()),
-        sessions: SessionTable::new(shared, options.max_sessions, options.session_idle, shutdown.clone()),
+        sessions: SessionTable::new(shared, &options, shutdown.clone()),
         allowed: checks::Allowed::new(&options.allowed_hosts, &options.allowed_origins),
         options,
         shutdown,
@@ -102,14 +112,9 @@ pub async fn serve_on(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let limits = options.connections.clone();
     let app = router(shared, options, shutdown.clone());
-    // Without TCP_NODELAY an SSE response waits on Nagle and delayed ACKs (~40 ms).
-    let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled_owned().await }).await?;
+    listener::run(listener, app, limits, shutdown).await;
     Ok(())
 }
 
@@ -166,15 +171,20 @@ async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Resp
         return text(415, "Unsupported Media Type: Content-Type must be application/json");
     }
     let limit = endpoint.options.max_body_bytes;
-    let body = match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
+    let read = http_body_util::Limited::new(body, limit).collect();
+    let body = match tokio::time::timeout(endpoint.options.body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
             return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
         }
+        Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
     };
     match modern {
         Some(declared) => modern::serve(&endpoint.stateless, &parts.headers, declared, &body, &endpoint.shutdown).await,
-        None => legacy::post(&endpoint.sessions, &parts.headers, &body).await,
+        None => {
+            let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);
+            legacy::post(&endpoint.sessions, &parts.headers, client, &body).await
+        }
     }
 }

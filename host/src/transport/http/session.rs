@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::jsonrpc;
 use super::super::pending::Pending;
+use super::HttpOptions;
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 
 /// Events a session keeps for its GET stream (and for resuming it).
@@ -32,6 +34,8 @@ const EVICTABLE_AFTER: Duration = Duration::from_secs(60);
 /// One legacy session.
 pub struct Session {
     pub id: Arc<str>,
+    /// The client's address, for the per-address limit.
+    client: Option<IpAddr>,
     pub server: CapsuleServer,
     /// Requests sent to the client on its POST streams, awaiting answers.
     pub pending: Arc<Pending>,
@@ -164,31 +168,69 @@ impl ClientLink for SessionLink {
     }
 }
 
-/// The table is full of sessions in use.
-pub struct Full;
+/// Why no session could be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Full {
+    #[error("the server has reached its limit of {0} live sessions; try again later")]
+    Server(usize),
+    #[error("this client address has reached its limit of {0} live sessions; end one or try again later")]
+    Address(usize),
+}
+
+#[derive(Default)]
+struct Live {
+    sessions: HashMap<Arc<str>, Arc<Session>>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+impl Live {
+    fn insert(&mut self, session: Arc<Session>) {
+        if let Some(address) = session.client {
+            *self.per_address.entry(address).or_default() += 1;
+        }
+        self.sessions.insert(session.id.clone(), session);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
+        let session = self.sessions.remove(id)?;
+        if let Some(address) = session.client
+            && let Some(count) = self.per_address.get_mut(&address)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.per_address.remove(&address);
+            }
+        }
+        session.ended.cancel();
+        session.pending.fail_all();
+        Some(session)
+    }
+}
 
 /// Every live legacy session.
 pub struct SessionTable {
-    sessions: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+    live: RwLock<Live>,
     shared: Arc<Shared>,
     cap: usize,
+    per_address: usize,
     idle: Duration,
     started: Instant,
     shutdown: CancellationToken,
 }
 
 impl SessionTable {
-    pub fn new(shared: Arc<Shared>, cap: usize, idle: Duration, shutdown: CancellationToken) -> Arc<SessionTable> {
+    pub fn new(shared: Arc<Shared>, options: &HttpOptions, shutdown: CancellationToken) -> Arc<SessionTable> {
         let table = Arc::new(SessionTable {
-            sessions: RwLock::default(),
+            live: RwLock::default(),
             shared,
-            cap,
-            idle,
+            cap: options.max_sessions,
+            per_address: options.sessions_per_address,
+            idle: options.session_idle,
             started: Instant::now(),
             shutdown,
         });
         let reaper = Arc::downgrade(&table);
-        let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let every = (table.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
@@ -203,25 +245,37 @@ impl SessionTable {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// A new session; when the table is full, the session idle longest makes room if it has
-    /// been idle a while.
-    pub fn create(&self) -> Result<Arc<Session>, Full> {
-        let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
-        if sessions.len() >= self.cap {
-            let oldest = sessions
-                .values()
-                .map(|s| (s.idle_for(self), s.id.clone()))
-                .filter(|(idle, _)| *idle >= EVICTABLE_AFTER)
-                .max_by_key(|(idle, _)| *idle);
-            let Some((_, id)) = oldest else { return Err(Full) };
-            if let Some(evicted) = sessions.remove(&id) {
-                tracing::info!("the session table is full; ended the session idle longest");
-                evicted.ended.cancel();
-            }
+    /// End the session idle longest among those `whose` picks, if it has been idle a while.
+    fn make_room(&self, live: &mut Live, whose: impl Fn(&Session) -> bool) -> bool {
+        let oldest = live
+            .sessions
+            .values()
+            .filter(|s| whose(s))
+            .map(|s| (s.idle_for(self), s.id.clone()))
+            .filter(|(idle, _)| *idle >= EVICTABLE_AFTER)
+            .max_by_key(|(idle, _)| *idle);
+        let Some((_, id)) = oldest else { return false };
+        tracing::info!("the session limit is reached; ended the session idle longest");
+        live.remove(&id).is_some()
+    }
+
+    /// A new session for a client at `client`. At a limit (the server's, or the address's),
+    /// the session idle longest makes room if it has been idle a while.
+    pub fn create(&self, client: Option<IpAddr>) -> Result<Arc<Session>, Full> {
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(address) = client
+            && live.per_address.get(&address).copied().unwrap_or_default() >= self.per_address
+            && !self.make_room(&mut live, |s| s.client == Some(address))
+        {
+            return Err(Full::Address(self.per_address));
+        }
+        if live.sessions.len() >= self.cap && !self.make_room(&mut live, |_| true) {
+            return Err(Full::Server(self.cap));
         }
         let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
         let session = Arc::new(Session {
-            id: id.clone(),
+            id,
+            client,
             server: CapsuleServer::new(self.shared.clone()),
             pending: Arc::default(),
             events: Mutex::default(),
@@ -229,21 +283,20 @@ impl SessionTable {
             seen: AtomicU64::new(self.now()),
             ended: self.shutdown.child_token(),
         });
-        sessions.insert(id, session.clone());
+        live.insert(session.clone());
         Ok(session)
     }
 
     /// The live session with this id, marked as in use.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let session = self.sessions.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()?;
+        let session = self.live.read().unwrap_or_else(|e| e.into_inner()).sessions.get(id).cloned()?;
         session.touch(self);
         Some(session)
     }
 
     /// End a session; `false` if there was none.
     pub fn remove(&self, id: &str) -> bool {
-        let removed = self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
-        removed.map(|session| session.ended.cancel()).is_some()
+        self.live.write().unwrap_or_else(|e| e.into_inner()).remove(id).is_some()
     }
 
     /// The link to a session's GET stream, for what belongs to no request.
@@ -253,14 +306,15 @@ impl SessionTable {
 
     /// End the sessions idle past the limit.
     fn expire(&self) {
-        let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|_, session| {
-            let keep = session.idle_for(self) < self.idle && !session.ended.is_cancelled();
-            if !keep {
-                session.ended.cancel();
-                session.pending.fail_all();
-            }
-            keep
-        });
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        let expired: Vec<Arc<str>> = live
+            .sessions
+            .values()
+            .filter(|s| s.idle_for(self) >= self.idle || s.ended.is_cancelled())
+            .map(|s| s.id.clone())
+            .collect();
+        for id in expired {
+            live.remove(&id);
+        }
     }
 }

@@ -1,0 +1,104 @@
+//! The accept loop and the limits a connection meets before any request is read: a cap on
+//! open connections (more wait in the kernel's backlog), and a time limit on a request's
+//! headers, so a client that trickles them (slowloris) or holds an idle keep-alive
+//! connection is closed. Each request learns its client's address, for per-address limits.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// Connection limits of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// Time allowed for a request's headers, counted from when the connection is ready for a
+    /// request: it also closes keep-alive connections idle that long.
+    pub header_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { max_connections: 1024, header_timeout: Duration::from_secs(30) }
+    }
+}
+
+/// The address of the client that sent a request.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub IpAddr);
+
+/// Accept and serve connections until `shutdown` fires, then let the open ones finish.
+pub async fn run(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: CancellationToken) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = TaskTracker::new();
+    loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            () = shutdown.cancelled() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, say: wait a moment rather than spin.
+                    tracing::warn!("accepting a connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let (app, header_timeout, shutdown) = (app.clone(), limits.header_timeout, shutdown.clone());
+        connections.spawn(async move {
+            serve(stream, peer, app, header_timeout, shutdown).await;
+            drop(permit);
+        });
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    // Without TCP_NODELAY an SSE response waits on Nagle and delayed ACKs (~40 ms).
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("could not set TCP_NODELAY: {e}");
+    }
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(ClientAddr(peer.ip()));
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(app.oneshot(request.map(Body::new)).await.unwrap_or_else(|e| match e {})) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+            return;
+        }
+        () = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+    }
+    if let Err(e) = connection.await {
+        tracing::debug!(%peer, "connection ended: {e}");
+    }
+}
