@@ -160,7 +160,8 @@ impl Server {
     }
 }
 
-const CAPSULE_HTTP: &[&str] = &["capsule", "serve", "--listen", "127.0.0.1:0", "--max-sessions", "20000"];
+const CAPSULE_HTTP: &[&str] =
+    &["capsule", "serve", "--listen", "127.0.0.1:0", "--max-sessions", "20000", "--sessions-per-address", "20000"];
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
