@@ -49,10 +49,7 @@ pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, client: Option
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
             initialize(table, client, id, params).await
         }
-        (Incoming::Single(message), Some(session)) => {
-            let answer = one(&session, message);
-            exchange_for(&session, answer).await
-        }
+        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message)).await,
         (Incoming::Batch(items), Some(session)) => batch(&session, items).await,
         (Incoming::Batch(_), None) => json(StatusCode::BAD_REQUEST, batch_refused(None)),
         (Incoming::Single(message), None) => {
@@ -166,8 +163,7 @@ enum OneOf {
 
 /// Answer one message of a session. The work runs on its own task: a client that
 /// disconnects does not cancel its request (it cancels with `notifications/cancelled`).
-async fn exchange_for(session: &Arc<Session>, work: OneOf) -> Response {
-    let _ = session;
+async fn exchange_for(work: OneOf) -> Response {
     match work {
         OneOf::Done(work) => {
             work.await;
