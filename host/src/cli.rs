@@ -94,6 +94,12 @@ fn seconds(text: &str) -> Result<u64, String> {
     (1..=3600).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 3600".into())
 }
 
+/// An idle time from 1 second to a day.
+fn idle_seconds(text: &str) -> Result<u64, String> {
+    let value: u64 = text.parse().map_err(|e| format!("{e}"))?;
+    (1..=86_400).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 86400".into())
+}
+
 /// A session cap from 1 to a million.
 fn sessions(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
@@ -169,6 +175,9 @@ struct HttpArgs {
     /// Live legacy (initialize-based) sessions allowed at once.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = sessions)]
     max_sessions: usize,
+    /// Seconds a legacy session may sit idle (no request, no open stream) before it ends.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = idle_seconds)]
+    session_idle: u64,
     /// Live legacy sessions one client address may hold.
     #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = sessions)]
     sessions_per_address: usize,
@@ -328,12 +337,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         allowed_hosts: args.http.allowed_hosts,
         allowed_origins: args.http.allowed_origins,
         sessions_per_address: args.http.sessions_per_address,
+        session_idle: std::time::Duration::from_secs(args.http.session_idle),
         body_timeout: std::time::Duration::from_secs(args.http.body_timeout),
         connections: crate::transport::http::ConnectionLimits {
             max_connections: args.http.max_connections,
             header_timeout: std::time::Duration::from_secs(args.http.header_timeout),
         },
-        ..HttpOptions::default()
     };
     crate::transport::http::serve(shared, args.listen, options, shutdown).await
 }

@@ -453,3 +453,50 @@ async fn connections_and_sessions_per_address_are_capped() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(ping().await.expect("served once a connection closed").status(), 200);
 }
+
+/// 2025-03-26 batches: an element that needs the client's input gets it on the batch's own
+/// stream while the other elements run, and every answer comes back.
+#[tokio::test]
+async fn a_batch_element_can_ask_the_client_on_the_batch_stream() {
+    let args = crate::support::all_plugins();
+    let server = Server::http(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-03-26", json!({"roots": {"listChanged": true}})).await;
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "test_input_required_result_list_roots", "arguments": {}}},
+        call(json!(2), 20, 22),
+    ]);
+    let mut stream = client.stream(&batch).await;
+    let mut answers = std::collections::BTreeMap::new();
+    while answers.len() < 2 {
+        let message = stream.next_message().await.expect("the batch's messages");
+        if message["method"] == "roots/list" {
+            let answer = client
+                .post(&json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"roots": [{"uri": "file:///tmp/batch", "name": "batch"}]}}))
+                .await;
+            assert_eq!(answer.status, 202, "{}", answer.body);
+        } else {
+            answers.insert(message["id"].as_i64().expect("an answer"), first_text(&message["result"]));
+        }
+    }
+    assert_eq!(answers[&1], "Roots: file:///tmp/batch");
+    assert_eq!(answers[&2], "42");
+}
+
+#[tokio::test]
+async fn idle_sessions_end_and_open_streams_keep_theirs() {
+    let server = Server::http(&["--session-idle", "1"]);
+    let mut idle = Client::new(&server.url);
+    idle.initialize("2025-11-25", json!({})).await;
+    let mut watching = Client::new(&server.url);
+    watching.initialize("2025-11-25", json!({})).await;
+    let mut stream = RawEvents::open(&watching, None).await;
+    assert!(stream.next(std::time::Duration::from_secs(1)).await.is_some(), "the priming event");
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let gone = idle.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    assert_eq!(gone.status, 404, "an idle session ends: {}", gone.body);
+    let kept = watching.request(1, "tools/list", json!({})).await;
+    assert!(kept.get("result").is_some(), "a session with its stream open is not idle: {kept}");
+}
