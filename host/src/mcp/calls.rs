@@ -8,12 +8,12 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
     GetPromptResponse, InputResponses, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
-    RequestMetaObject,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::meta::Meta;
 use super::request::RequestCx;
 use super::{
     CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, check_uri,
@@ -26,8 +26,8 @@ use crate::runtime::types as wit;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallParams<'a> {
-    #[serde(rename = "_meta", default)]
-    pub meta: Option<RequestMetaObject>,
+    #[serde(rename = "_meta", default, borrow)]
+    pub meta: Option<Meta<'a>>,
     #[serde(borrow)]
     pub name: Cow<'a, str>,
     #[serde(default, borrow)]

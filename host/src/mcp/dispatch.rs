@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use super::CapsuleServer;
 use super::calls::CallParams;
 use super::lists::{self, VERSIONS};
+use super::meta::{Meta, MetaView};
 use super::request::{ClientLink, Front, RequestCx};
 use super::session::Peer;
 
@@ -56,6 +57,11 @@ fn optional<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<Option<
 /// Whether the transport declared the request 2026-07-28 or later.
 fn declares_modern(front: &Front) -> bool {
     front.declared.as_deref().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// A params type's `_meta`, as the dispatcher reads it.
+fn view<M: MetaView>(meta: &Option<M>) -> Option<&dyn MetaView> {
+    meta.as_ref().map(|m| m as &dyn MetaView)
 }
 
 fn method_not_found(method: &str) -> ErrorData {
@@ -106,17 +112,17 @@ impl CapsuleServer {
             "initialize" => self.initialize(params(raw)?),
             "ping" => {
                 let p: MetaOnly = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, Ok(ServerResult::empty(())))
             }
             "server/discover" => {
                 let p: MetaOnly = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Modern, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Modern, front)?;
                 finish(&cx, Ok(ServerResult::DiscoverResult(lists::discover_result())))
             }
             "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                 let p: Option<PaginatedRequestParams> = optional(raw)?;
-                let cx = self.enter(p.as_ref().and_then(|p| p.meta.as_ref()), method, Era::Any, front)?;
+                let cx = self.enter(p.as_ref().and_then(|p| view(&p.meta)), method, Era::Any, front)?;
                 let result = match method {
                     "tools/list" => self.list_tools(&p).map(ServerResult::ListToolsResult),
                     "resources/list" => self.list_resources(&p).map(ServerResult::ListResourcesResult),
@@ -129,43 +135,43 @@ impl CapsuleServer {
             }
             "tools/call" => {
                 let p: CallParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.tools_call(p, &cx).await.map(ServerResult::from))
             }
             "resources/read" => {
                 let p: ReadResourceRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.resources_read(p, &cx).await.map(ServerResult::from))
             }
             "prompts/get" => {
                 let p: GetPromptRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.prompts_get(p, &cx).await.map(ServerResult::from))
             }
             "completion/complete" => {
                 let p: rmcp::model::CompleteRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Any, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.completion_complete(p, &cx).await.map(ServerResult::CompleteResult))
             }
             "resources/subscribe" => {
                 let p: SubscribeRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, self.subscribe(p.uri).map(ServerResult::empty))
             }
             "resources/unsubscribe" => {
                 let p: UnsubscribeRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, self.unsubscribe(&p.uri).map(ServerResult::empty))
             }
             "logging/setLevel" => {
                 let p: SetLevelRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Legacy, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
                 *self.session.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.level);
                 finish(&cx, Ok(ServerResult::empty(())))
             }
             "subscriptions/listen" => {
                 let p: SubscriptionsListenRequestParams = params(raw)?;
-                let cx = self.enter(p.meta.as_ref(), method, Era::Modern, front)?;
+                let cx = self.enter(view(&p.meta), method, Era::Modern, front)?;
                 let result = self.listen(&p, &cx, front).await;
                 finish(&cx, result)
             }
@@ -207,12 +213,12 @@ impl CapsuleServer {
     /// describes itself in `_meta`; any other needs a session that began with `initialize`.
     fn enter(
         &self,
-        meta: Option<&RequestMetaObject>,
+        meta: Option<&dyn MetaView>,
         method: &str,
         era: Era,
         front: &Front,
     ) -> Result<RequestCx, ErrorData> {
-        let empty = RequestMetaObject::default();
+        let empty = Meta::default();
         let meta = meta.unwrap_or(&empty);
         let requested = meta.protocol_version();
         if let (Some(declared), Some(requested)) = (front.declared.as_deref(), &requested)
@@ -272,7 +278,7 @@ impl CapsuleServer {
         Ok(RequestCx {
             version,
             client,
-            progress_token: meta.get_progress_token(),
+            progress_token: meta.progress_token(),
             log_level: meta.log_level(),
             cancelled: front.cancelled.clone(),
             link: front.link.clone(),

@@ -17,6 +17,7 @@ mod dispatch;
 mod events;
 mod input;
 mod lists;
+mod meta;
 mod request;
 mod roots;
 mod session;

@@ -1,0 +1,89 @@
+//! A request's `_meta`, read in the same pass as its params: each field is kept as raw text
+//! and decoded only if asked for, straight into its type (no intermediate JSON tree).
+
+#![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
+
+use rmcp::model::{ClientCapabilities, LoggingLevel, ProgressToken, ProtocolVersion, RequestMetaObject};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// What the dispatcher reads of a request's `_meta`.
+pub trait MetaView {
+    fn protocol_version(&self) -> Option<ProtocolVersion>;
+    fn client_capabilities(&self) -> Option<ClientCapabilities>;
+    fn progress_token(&self) -> Option<ProgressToken>;
+    fn log_level(&self) -> Option<LoggingLevel>;
+}
+
+/// `_meta` borrowed from the request's text.
+#[derive(Deserialize, Default)]
+pub struct Meta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    capabilities: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
+    log_level: Option<&'a RawValue>,
+    #[serde(rename = "progressToken", borrow, default)]
+    progress_token: Option<&'a RawValue>,
+}
+
+fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+    raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+}
+
+impl MetaView for Meta<'_> {
+    fn protocol_version(&self) -> Option<ProtocolVersion> {
+        decode(self.version)
+    }
+
+    fn client_capabilities(&self) -> Option<ClientCapabilities> {
+        decode(self.capabilities)
+    }
+
+    fn progress_token(&self) -> Option<ProgressToken> {
+        decode(self.progress_token)
+    }
+
+    fn log_level(&self) -> Option<LoggingLevel> {
+        decode(self.log_level)
+    }
+}
+
+impl MetaView for RequestMetaObject {
+    fn protocol_version(&self) -> Option<ProtocolVersion> {
+        RequestMetaObject::protocol_version(self)
+    }
+
+    fn client_capabilities(&self) -> Option<ClientCapabilities> {
+        RequestMetaObject::client_capabilities(self)
+    }
+
+    fn progress_token(&self) -> Option<ProgressToken> {
+        self.get_progress_token()
+    }
+
+    fn log_level(&self) -> Option<LoggingLevel> {
+        RequestMetaObject::log_level(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_same_as_rmcp() {
+        let text = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{"roots":{}},
+            "io.modelcontextprotocol/logLevel":"info","progressToken":7,"other":[1,2]}"#;
+        let ours: Meta = serde_json::from_str(text).unwrap();
+        let theirs: RequestMetaObject = serde_json::from_str(text).unwrap();
+        assert_eq!(ours.protocol_version(), MetaView::protocol_version(&theirs));
+        assert_eq!(ours.client_capabilities(), MetaView::client_capabilities(&theirs));
+        assert_eq!(ours.progress_token(), MetaView::progress_token(&theirs));
+        assert_eq!(ours.log_level(), MetaView::log_level(&theirs));
+        let malformed: Meta = serde_json::from_str(r#"{"io.modelcontextprotocol/protocolVersion":5}"#).unwrap();
+        assert_eq!(malformed.protocol_version(), None);
+    }
+}
