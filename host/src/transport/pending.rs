@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rmcp::ErrorData;
 use rmcp::model::{ClientResult, RequestId, ServerRequest};
 use serde_json::value::RawValue;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::jsonrpc;
 use crate::mcp::LinkError;
@@ -25,13 +25,29 @@ pub struct Pending {
 impl Pending {
     /// Number a request, returning its message and the receiver of its answer. The answer
     /// is forgotten when the returned [`Asked`] drops.
-    pub fn ask(&self, request: &ServerRequest) -> Result<(Vec<u8>, Asked<'_>), LinkError> {
+    fn ask(&self, request: &ServerRequest) -> Result<(Vec<u8>, Asked<'_>), LinkError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message =
             jsonrpc::outgoing(Some(&RequestId::Number(id)), request).map_err(|e| LinkError::Failed(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
         Ok((message, Asked { pending: self, id, answer: rx }))
+    }
+
+    /// Send a request through `out` and wait for its answer, unless `closed` (the client is
+    /// gone) comes first.
+    pub async fn request(
+        &self,
+        request: &ServerRequest,
+        out: &mpsc::Sender<Vec<u8>>,
+        closed: impl Future<Output = ()>,
+    ) -> Result<ClientResult, LinkError> {
+        let (message, mut asked) = self.ask(request)?;
+        out.send(message).await.map_err(|_| LinkError::Closed)?;
+        tokio::select! {
+            answer = asked.answer() => answer,
+            () = closed => Err(LinkError::Closed),
+        }
     }
 
     /// Hand the client's answer to the request that awaits it.
@@ -62,7 +78,7 @@ impl Pending {
 }
 
 /// A request sent and not yet answered.
-pub struct Asked<'a> {
+struct Asked<'a> {
     pending: &'a Pending,
     id: i64,
     answer: oneshot::Receiver<Result<ClientResult, LinkError>>,
@@ -70,7 +86,7 @@ pub struct Asked<'a> {
 
 impl Asked<'_> {
     /// Wait for the answer.
-    pub async fn answer(&mut self) -> Result<ClientResult, LinkError> {
+    async fn answer(&mut self) -> Result<ClientResult, LinkError> {
         (&mut self.answer).await.unwrap_or(Err(LinkError::Closed))
     }
 }

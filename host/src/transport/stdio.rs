@@ -313,12 +313,7 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            let (message, mut asked) = self.pending.ask(&request)?;
-            self.out.send(message).await.map_err(|_| LinkError::Closed)?;
-            tokio::select! {
-                answer = asked.answer() => answer,
-                () = self.closed.cancelled() => Err(LinkError::Closed),
-            }
+            self.pending.request(&request, &self.out, self.closed.cancelled()).await
         })
     }
 

@@ -132,12 +132,7 @@ impl ClientLink for PostLink {
             let Some(asks) = &self.asks else {
                 return Err(LinkError::Failed("a 2026-07-28 request cannot be asked anything".into()));
             };
-            let (message, mut asked) = asks.ask(&request)?;
-            self.tx.send(message).await.map_err(|_| LinkError::Closed)?;
-            tokio::select! {
-                answer = asked.answer() => answer,
-                () = self.tx.closed() => Err(LinkError::Closed),
-            }
+            asks.request(&request, &self.tx, self.tx.closed()).await
         })
     }
 

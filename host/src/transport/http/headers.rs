@@ -130,18 +130,10 @@ fn decode(value: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
     use serde_json::json;
 
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_str(value).unwrap());
-        }
-        map
-    }
+    use crate::transport::http::header_map as headers;
 
     #[test]
     fn standard_headers_must_agree_with_the_body() {

@@ -118,6 +118,16 @@ pub async fn serve_on(
     Ok(())
 }
 
+/// A header map from name/value pairs, for tests.
+#[cfg(test)]
+fn header_map(pairs: &[(&'static str, &str)]) -> axum::http::HeaderMap {
+    let mut map = axum::http::HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(*name, HeaderValue::from_str(value).expect("a valid header value"));
+    }
+    map
+}
+
 /// A plain-text error.
 fn text(status: u16, text: &'static str) -> Response {
     (StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), text).into_response()
