@@ -64,7 +64,7 @@ impl SessionState {
     }
 }
 
-/// A request noted as running; see [`SessionState::begin`].
+/// A request noted as running (by `SessionState::begin`) until this drops.
 pub struct InFlight {
     session: Arc<SessionState>,
     id: RequestId,

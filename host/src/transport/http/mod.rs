@@ -1,11 +1,11 @@
 //! Streamable HTTP on one endpoint, `/mcp`, for sessionful (2024-11-05 .. 2025-11-25) and
 //! stateless (2026-07-28) clients alike, on Capsule's own wire.
 //!
-//! Every request passes the Host and Origin checks ([`checks`]) first. A POST that declares
-//! 2026-07-28 in `MCP-Protocol-Version` is a stateless request ([`modern`]); anything else
-//! belongs to a legacy session ([`legacy`], [`session`]). Either way the body is read once,
+//! Every request passes the Host and Origin checks (`checks`) first. A POST that declares
+//! 2026-07-28 in `MCP-Protocol-Version` is a stateless request (`modern`); anything else
+//! belongs to a legacy session (`legacy`, `session`). Either way the body is read once,
 //! within its limit, and answered as JSON unless something must reach the client first
-//! ([`exchange`]).
+//! (`exchange`).
 
 mod checks;
 mod exchange;
