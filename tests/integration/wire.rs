@@ -113,6 +113,36 @@ fn stdio_serves_2026_requests_without_a_session() {
     stdio.finish();
 }
 
+/// stdin and stdout pipes are served through the reactor, which makes them non-blocking
+/// while Capsule runs; whoever shares the pipe finds it blocking again once Capsule exits.
+#[test]
+fn stdio_serves_pipes_non_blocking_and_leaves_them_blocking() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsFd;
+    let nonblocking = |fd: std::os::fd::BorrowedFd<'_>| {
+        rustix::fs::fcntl_getfl(fd).expect("fcntl").contains(rustix::fs::OFlags::NONBLOCK)
+    };
+    let (input, mut to_server) = std::io::pipe().expect("pipe");
+    let (from_server, output) = std::io::pipe().expect("pipe");
+    let shared = input.try_clone().expect("dup");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio"])
+        .stdin(input)
+        .stdout(output)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start capsule --stdio");
+    assert!(!nonblocking(shared.as_fd()));
+    to_server.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").expect("write");
+    let mut answer = String::new();
+    std::io::BufReader::new(from_server).read_line(&mut answer).expect("read");
+    assert!(answer.contains(r#""result""#), "{answer}");
+    assert!(nonblocking(shared.as_fd()), "stdin is served through the reactor");
+    drop(to_server);
+    assert!(child.wait().expect("wait").success());
+    assert!(!nonblocking(shared.as_fd()), "stdin is blocking again after exit");
+}
+
 fn modern_body(id: i64, method: &str, mut params: serde_json::Value) -> String {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": META_2026,

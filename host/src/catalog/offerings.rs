@@ -44,6 +44,10 @@ impl ToolEntry {
 }
 
 fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    // The common case, valid input, needs no error values built.
+    if validator.is_valid(value) {
+        return Ok(());
+    }
     let errors: Vec<String> = validator
         .iter_errors(value)
         .take(10)

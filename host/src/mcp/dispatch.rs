@@ -18,6 +18,7 @@ use rmcp::model::{
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use super::CapsuleServer;
 use super::calls::CallParams;
@@ -99,6 +100,17 @@ impl CapsuleServer {
         raw: Option<&RawValue>,
         front: &Front,
     ) -> Result<ServerResult, ErrorData> {
+        let origin = &front.origin;
+        let span = tracing::debug_span!(
+            "request",
+            method,
+            transport = origin.transport.name(),
+            session = origin.session.as_deref()
+        );
+        self.dispatch(method, raw, front).instrument(span).await
+    }
+
+    async fn dispatch(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<ServerResult, ErrorData> {
         // A transport that declares 2026-07-28 rules out the legacy methods before their
         // params are looked at.
         let legacy_only = matches!(

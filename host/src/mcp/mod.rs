@@ -29,7 +29,7 @@ use arc_swap::ArcSwap;
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
 
-pub use request::{ClientLink, Front, LinkError, LinkFuture};
+pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, Transport};
 pub use session::{InFlight, Sessions};
 pub use state::StateCodec;
 

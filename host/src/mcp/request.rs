@@ -44,8 +44,52 @@ pub trait ClientLink: Send + Sync + 'static {
     fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
+/// The transport a request came over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// stdin/stdout of a process the client started.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+impl Transport {
+    /// The name logs use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// Where a request comes from. Tenants and principals join this as fields, so everything
+/// from the dispatcher down learns them the same way.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    /// The transport it came over.
+    pub transport: Transport,
+    /// The HTTP session it belongs to (`Mcp-Session-Id`); none over stdio, where the
+    /// connection is the session, and none for 2026-07-28 requests, which have no session.
+    pub session: Option<Arc<str>>,
+}
+
+impl Origin {
+    /// A request over stdio.
+    pub fn stdio() -> Origin {
+        Origin { transport: Transport::Stdio, session: None }
+    }
+
+    /// A request over HTTP, in `session` if it has one.
+    pub fn http(session: Option<Arc<str>>) -> Origin {
+        Origin { transport: Transport::Http, session }
+    }
+}
+
 /// What a transport hands the MCP layer with each request it reads.
 pub struct Front {
+    /// Where the request comes from.
+    pub origin: Origin,
     /// The request's JSON-RPC id.
     pub id: RequestId,
     /// The way back to the client.

@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::pending::Pending;
-use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Shared};
+use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Origin, Shared};
 
 /// Limits of the stdio transport.
 #[derive(Debug, Clone)]
@@ -45,8 +45,69 @@ const OUTPUT_QUEUE: usize = 1024;
 
 /// Serve one client on stdin/stdout until it closes stdin.
 pub async fn serve(shared: Arc<Shared>, options: StdioOptions) -> anyhow::Result<()> {
-    serve_on(shared, options, tokio::io::stdin(), tokio::io::stdout()).await;
+    let _restore = BlockingOnExit::record();
+    let (input, output) = standard_streams();
+    serve_on(shared, options, input, output).await;
     Ok(())
+}
+
+type Input = Box<dyn AsyncRead + Unpin + Send>;
+type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// stdin and stdout for serving. Pipes, the way MCP clients start servers, are read and
+/// written through the reactor: tokio's own stdio hands every read and write to a blocking
+/// thread, two thread hand-offs per call that cost more than the sandbox does. Anything else
+/// (a terminal, a file, a socket) keeps tokio's stdio, and so does a stdout that is also
+/// stderr, whose log writes must keep blocking.
+fn standard_streams() -> (Input, Output) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let input: Input = match std::io::stdin().as_fd().try_clone_to_owned().map(pipe::Receiver::from_owned_fd) {
+        Ok(Ok(pipe)) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdin()),
+    };
+    let stdout = std::io::stdout();
+    let same = |a: &rustix::fs::Stat, b: &rustix::fs::Stat| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino);
+    let shared = match (rustix::fs::fstat(stdout.as_fd()), rustix::fs::fstat(std::io::stderr().as_fd())) {
+        (Ok(out), Ok(err)) => same(&out, &err),
+        _ => true,
+    };
+    let output: Output = match (!shared).then(|| stdout.as_fd().try_clone_to_owned().map(pipe::Sender::from_owned_fd)) {
+        Some(Ok(Ok(pipe))) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
+/// Serving a pipe makes its file description non-blocking, which whoever shares it (a shell
+/// that passed its own pipe on) would see after Capsule exits; this puts the flags back.
+struct BlockingOnExit {
+    flags: [Option<rustix::fs::OFlags>; 2],
+}
+
+impl BlockingOnExit {
+    fn record() -> Self {
+        use std::os::fd::AsFd;
+        BlockingOnExit {
+            flags: [
+                rustix::fs::fcntl_getfl(std::io::stdin().as_fd()).ok(),
+                rustix::fs::fcntl_getfl(std::io::stdout().as_fd()).ok(),
+            ],
+        }
+    }
+}
+
+impl Drop for BlockingOnExit {
+    fn drop(&mut self) {
+        use std::os::fd::AsFd;
+        let [input, output] = self.flags;
+        if let Some(flags) = input {
+            let _ = rustix::fs::fcntl_setfl(std::io::stdin().as_fd(), flags);
+        }
+        if let Some(flags) = output {
+            let _ = rustix::fs::fcntl_setfl(std::io::stdout().as_fd(), flags);
+        }
+    }
 }
 
 /// Serve one client on any byte streams (used with stdin/stdout, and by tests).
@@ -206,7 +267,13 @@ impl Connection {
             Message::Request { id, method, params } => {
                 let server = self.server.clone();
                 let in_flight = server.begin(&id);
-                let front = Front { id, link: self.link.clone(), cancelled: in_flight.token().clone(), declared: None };
+                let front = Front {
+                    origin: Origin::stdio(),
+                    id,
+                    link: self.link.clone(),
+                    cancelled: in_flight.token().clone(),
+                    declared: None,
+                };
                 let (method, params) = (method.into_owned(), params.map(RawValue::to_owned));
                 Some(Box::pin(async move {
                     let answer = server.request(&method, params.as_deref(), &front).await;

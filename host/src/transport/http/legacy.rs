@@ -18,7 +18,7 @@ use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, json};
 use super::session::{Session, SessionTable};
 use super::text;
-use crate::mcp::Front;
+use crate::mcp::{Front, Origin};
 
 /// The session a request names, if it names one.
 fn session_id(headers: &HeaderMap) -> Option<&str> {
@@ -104,7 +104,8 @@ async fn initialize(
         }
     };
     let (link, _notes) = exchange::link(None);
-    let front = Front { id, link, cancelled: session.ended.child_token(), declared: None };
+    let origin = Origin::http(Some(session.id.clone()));
+    let front = Front { origin, id, link, cancelled: session.ended.child_token(), declared: None };
     let answer = session.server.request("initialize", params, &front).await;
     let mut response = match answer {
         Ok(result) => json(StatusCode::OK, jsonrpc::response(&front.id, &result)),
@@ -128,7 +129,8 @@ fn one(session: &Arc<Session>, message: Message<'_>) -> OneOf {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             let in_flight = session.server.begin(&id);
-            let front = Front { id, link, cancelled: in_flight.token().clone(), declared: None };
+            let origin = Origin::http(Some(session.id.clone()));
+            let front = Front { origin, id, link, cancelled: in_flight.token().clone(), declared: None };
             let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
                 Box::pin(async move {

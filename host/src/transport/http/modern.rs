@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, json};
 use super::headers;
-use crate::mcp::{CapsuleServer, Front};
+use crate::mcp::{CapsuleServer, Front, Origin};
 
 /// Serve one 2026-07-28 POST body (already read and within limits).
 pub async fn serve(
@@ -56,7 +56,13 @@ pub async fn serve(
     // Notifications change nothing for a request that has no session.
     let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
     let (link, notes) = exchange::link(None);
-    let front = Front { id, link, cancelled: shutdown.child_token(), declared: Some(declared.into()) };
+    let front = Front {
+        origin: Origin::http(None),
+        id,
+        link,
+        cancelled: shutdown.child_token(),
+        declared: Some(declared.into()),
+    };
     let (server, method, params) = (server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
     let work = async move {
         match server.request(&method, params.as_deref(), &front).await {
