@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::loader::{Loader, PolicySource, Sources};
-use crate::mcp::StateCodec;
+use crate::mcp::{Shared, StateCodec};
 use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::transport::http::HttpOptions;
@@ -307,8 +307,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         files: args.plugin_files.clone(),
     };
     let codec = state_codec(args.state_key_file.as_deref())?;
-    let loader = Loader::start(runtime, sources, policy_source, policy, codec).await;
-    let shared = loader.shared().clone();
+    let loader = Loader::start(runtime, sources, policy_source, policy).await;
+    let shared = Shared::new(loader.subscribe(), codec);
     if shared.catalog().plugins().is_empty() && args.no_watch {
         bail!("no plugin could be loaded");
     }

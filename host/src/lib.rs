@@ -19,6 +19,12 @@
 //!   environment and hosts the [`policy`] allows; every call leases one of the engine's
 //!   instances from its plugin's reserve or the shared rest. Knows nothing of MCP.
 //! - [`policy`]: the operator's policy file, plain data and checks, also MCP-free.
+//!
+//! Beside them, the [`loader`] keeps a catalog in step with the plugin sources and the
+//! policy (initial load, hot swap, the operator's controls) and *publishes* each new one on a
+//! watch channel ([`catalog::Publisher`]); the MCP layer subscribes, serves whatever catalog
+//! is current when a request starts, and tells clients which lists changed. Neither knows
+//! the other, and [`admin`] drives the loader only.
 
 pub mod admin;
 pub mod catalog;

@@ -5,7 +5,7 @@
 //! not change is reused as it is; one whose grants changed is re-sandboxed without
 //! recompiling; a new or changed one is compiled off the reactor (or taken from the compile
 //! cache), linked and validated; the whole set must then build a catalog. Only then is the
-//! catalog swapped in, atomically: calls already running keep the version they started on.
+//! catalog published, atomically: calls already running keep the version they started on.
 //! A plugin that fails to load or validate never replaces a working version, and a policy
 //! file that fails to parse never replaces the policy in force.
 
@@ -18,10 +18,9 @@ use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::Mutex;
 
-use crate::catalog::{Catalog, Offerings};
-use crate::mcp::Shared;
+use crate::catalog::{Catalog, Offerings, Published, Publisher};
 use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy};
-use crate::runtime::{ListKind, Plugin, PluginRuntime, digest};
+use crate::runtime::{Plugin, PluginRuntime, digest};
 
 /// What to serve: the bundled examples, plugin directories, and single plugin files.
 #[derive(Debug, Clone, Default)]
@@ -159,30 +158,29 @@ struct State {
 /// Keeps the served catalog in step with the sources and the policy. One per server.
 pub struct Loader {
     runtime: PluginRuntime,
-    shared: Arc<Shared>,
+    publisher: Publisher,
     policy_source: PolicySource,
     /// Held for a whole reload: reloads (watcher and operator) never interleave.
     state: Mutex<State>,
 }
 
 impl Loader {
-    /// Load everything once and build the shared server state around the catalog.
+    /// Load everything once and publish the first catalog.
     pub async fn start(
         runtime: PluginRuntime,
         sources: Sources,
         policy_source: PolicySource,
         policy: Policy,
-        codec: crate::mcp::StateCodec,
     ) -> Arc<Loader> {
         let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
         let (catalog, plugins) = build(&runtime, found, &policy, &Catalog::default()).await;
         let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
-        let loader =
-            Arc::new(Loader { runtime, shared: Shared::new(catalog, codec), policy_source, state: Mutex::new(state) });
+        let publisher = Publisher::new(catalog);
+        let loader = Arc::new(Loader { runtime, publisher, policy_source, state: Mutex::new(state) });
         let relister = loader.clone();
         tokio::spawn(async move {
             loop {
-                let names = relister.shared.relists().next().await;
+                let names = relister.publisher.relists().next().await;
                 relister.relist(&names).await;
             }
         });
@@ -194,7 +192,7 @@ impl Loader {
     /// longer be read, or now collide, keeps the lists it had.
     async fn relist(&self, names: &BTreeSet<String>) {
         let mut state = self.state.lock().await;
-        let old = self.shared.catalog();
+        let old = self.publisher.current();
         let mut offerings = old.offerings().to_vec();
         for offered in offerings.iter_mut().filter(|o| names.contains(o.plugin().name())) {
             let fresh = match offered.plugin().relisted().await {
@@ -218,16 +216,12 @@ impl Loader {
                 status.serving = Some(Version::of(plugin));
             }
         }
-        let changed = changed_lists(&old, &new);
-        self.shared.swap_catalog(new);
-        for kind in changed {
-            self.shared.list_changed(kind).await;
-        }
+        self.publisher.publish(new);
     }
 
-    /// What every connection shares.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The catalogs this loader publishes, for a server to serve.
+    pub fn subscribe(&self) -> Published {
+        self.publisher.subscribe()
     }
 
     /// The plugins and the policy, as the operator sees them.
@@ -297,17 +291,13 @@ impl Loader {
                 state.policy_error = Some(e.to_string());
             }
         }
-        let old = self.shared.catalog();
+        let old = self.publisher.current();
         let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
         let (new, plugins) = build(&self.runtime, found, &state.policy, &old).await;
         state.plugins = plugins;
-        let changed = changed_lists(&old, &new);
-        // Swap even when no list changed: a new version may behave differently behind the same
-        // definitions, and new calls must get it.
-        self.shared.swap_catalog(new);
-        for kind in changed {
-            self.shared.list_changed(kind).await;
-        }
+        // Publish even when no list changed: a new version may behave differently behind the
+        // same definitions, and new calls must get it. Servers tell their clients what changed.
+        self.publisher.publish(new);
     }
 
     /// The directories to watch: plugin sources and the policy file's.
@@ -555,22 +545,4 @@ async fn build(
     }
     statuses.sort_by_key(|(at, _)| *at);
     (catalog, statuses.into_iter().map(|(_, status)| status).collect())
-}
-
-/// Which lists differ between two catalogs: clients are told only about those.
-fn changed_lists(old: &Catalog, new: &Catalog) -> Vec<ListKind> {
-    // The WIT records have no equality; their debug form covers every field.
-    let listing = |catalog: &Catalog, kind: ListKind| match kind {
-        ListKind::Tools => format!("{:?}", catalog.tools().iter().map(|t| &t.tool).collect::<Vec<_>>()),
-        ListKind::Resources => format!(
-            "{:?} {:?}",
-            catalog.resources().iter().map(|r| &r.resource).collect::<Vec<_>>(),
-            catalog.templates().iter().map(|t| &t.template).collect::<Vec<_>>()
-        ),
-        ListKind::Prompts => format!("{:?}", catalog.prompts().iter().map(|p| &p.prompt).collect::<Vec<_>>()),
-    };
-    [ListKind::Tools, ListKind::Resources, ListKind::Prompts]
-        .into_iter()
-        .filter(|&kind| listing(old, kind) != listing(new, kind))
-        .collect()
 }

@@ -8,6 +8,7 @@
 //! puts the plugins already serving first, so a newcomer can never take anything over.
 
 mod offerings;
+mod publish;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use offerings::{INLINE_VALIDATION_BYTES, Offerings, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
+pub use publish::{Published, Publisher, Relists, changed_lists};
 
 use crate::runtime::Plugin;
 

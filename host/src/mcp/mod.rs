@@ -25,7 +25,6 @@ mod state;
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
 
@@ -33,7 +32,7 @@ pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, Transport};
 pub use session::{InFlight, Sessions};
 pub use state::StateCodec;
 
-use crate::catalog::{Catalog, page};
+use crate::catalog::{Catalog, Published, page};
 use crate::policy::ClientRoots;
 use crate::runtime::{CallError, Events, Plugin, types as wit};
 use events::Route;
@@ -68,69 +67,35 @@ async fn off_reactor(size: usize, check: impl FnOnce() -> Result<(), String> + S
     tokio::task::spawn_blocking(check).await.unwrap_or_else(|e| Err(format!("validation failed: {e}")))
 }
 
-/// What every connection shares.
+/// What every connection shares: the published catalogs, the sessions, the state key.
 pub struct Shared {
-    catalog: ArcSwap<Catalog>,
+    published: Published,
     sessions: Arc<Sessions>,
     codec: StateCodec,
-    relists: Relists,
-}
-
-/// Plugins that said one of their lists changed, waiting for whoever builds catalogs (the
-/// loader) to read their lists again. A set, so a storm of requests is one relist.
-#[derive(Default)]
-pub struct Relists {
-    pending: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    ready: tokio::sync::Notify,
-}
-
-impl Relists {
-    fn request(&self, plugin: &str) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(plugin.to_owned());
-        self.ready.notify_one();
-    }
-
-    /// Wait for requests, then take every plugin named since the last call.
-    pub async fn next(&self) -> std::collections::BTreeSet<String> {
-        loop {
-            let taken = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-            if !taken.is_empty() {
-                return taken;
-            }
-            self.ready.notified().await;
-        }
-    }
 }
 
 impl Shared {
-    /// Serve `catalog`, sealing request state with `codec`.
-    pub fn new(catalog: Catalog, codec: StateCodec) -> Arc<Self> {
-        Arc::new(Shared {
-            catalog: ArcSwap::from_pointee(catalog),
-            sessions: Arc::default(),
-            codec,
-            relists: Relists::default(),
-        })
-    }
-
-    /// Plugins waiting to have their lists read again.
-    pub fn relists(&self) -> &Relists {
-        &self.relists
+    /// Serve the catalogs `published` carries, sealing request state with `codec`. Clients
+    /// hear of every list that differs between one catalog and the next.
+    pub fn new(published: Published, codec: StateCodec) -> Arc<Self> {
+        let sessions = Arc::<Sessions>::default();
+        let mut follow = published.clone();
+        let notify = sessions.clone();
+        tokio::spawn(async move {
+            let mut seen = follow.current();
+            while let Some((new, changed)) = follow.next(&seen).await {
+                for kind in changed {
+                    notify.list_changed(kind).await;
+                }
+                seen = new;
+            }
+        });
+        Arc::new(Shared { published, sessions, codec })
     }
 
     /// The catalog in force. A request keeps the one it started with.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.load_full()
-    }
-
-    /// Serve `catalog` from now on; requests already running keep the previous one.
-    pub fn swap_catalog(&self, catalog: Catalog) {
-        self.catalog.store(Arc::new(catalog));
-    }
-
-    /// Tell every client (sessions and `subscriptions/listen` streams) that a list changed.
-    pub async fn list_changed(&self, kind: crate::runtime::ListKind) {
-        self.sessions.list_changed(kind).await;
+        self.published.current()
     }
 }
 
@@ -362,7 +327,7 @@ impl CapsuleServer {
         // The plugin's lists are read again off the call's path, once however often it asked;
         // clients hear of the lists that really changed.
         if !changed.lists().is_empty() {
-            self.shared.relists.request(plugin.name());
+            self.shared.published.relist(plugin.name());
         }
         // A plugin may speak only for the resources it serves.
         let updated = changed.take_resources();
