@@ -80,6 +80,12 @@ async fn batches_are_served_on_2025_03_26_only() {
     let rejected = newer.post(&batch).await;
     assert_eq!(rejected.status, 400, "{}", rejected.body);
     assert_eq!(rejected.messages[0]["error"]["code"], -32600);
+
+    // Without a session there is nothing a batch could belong to; the error says what to do.
+    let sessionless = Client::new(&server.url).post(&batch).await;
+    assert_eq!(sessionless.status, 400, "{}", sessionless.body);
+    let message = sessionless.messages[0]["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("send initialize"), "{message}");
 }
 
 #[test]
@@ -141,6 +147,16 @@ async fn deleted_sessions_are_gone() {
     // An ended or never-issued session cannot be ended again.
     assert_eq!(delete(&session).await, 404, "a second DELETE of an ended session");
     assert_eq!(delete("no-such-session").await, 404, "DELETE of a session never issued");
+    let not_text = reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap();
+    let status = reqwest::Client::new()
+        .delete(&server.url)
+        .header("mcp-session-id", not_text)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404, "a session id that is not text names no session there is");
 }
 
 const ALL_CAPS: fn() -> Value = || json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}});

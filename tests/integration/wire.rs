@@ -65,6 +65,24 @@ fn stdio_batches_that_reuse_ids_are_answered_apart() {
     stdio.finish();
 }
 
+/// A batch far larger than a plugin's concurrency (32 by default) runs a few elements at a
+/// time, so none of them is refused as "busy" by its own batch.
+#[test]
+fn a_big_batch_does_not_find_its_own_plugin_busy() {
+    let mut stdio = StdioServer::start();
+    stdio.initialize("2025-03-26");
+    let batch: Vec<_> = (0..2000).map(|i| call(json!(i), i, 1)).collect();
+    stdio.send(&json!(batch));
+    let answers = stdio.read();
+    let answers = answers.as_array().expect("an array");
+    assert_eq!(answers.len(), 2000);
+    for (i, answer) in answers.iter().enumerate() {
+        assert_eq!(answer["id"], i, "answers keep the batch's order");
+        assert_eq!(first_text(&answer["result"]), (i + 1).to_string(), "{answer}");
+    }
+    stdio.finish();
+}
+
 #[test]
 fn stdio_exits_cleanly_at_end_of_input_whenever_it_comes() {
     // Before anything at all.

@@ -12,6 +12,17 @@ use serde_json::value::RawValue;
 /// The only revision whose clients may send JSON-RPC batches.
 pub const BATCH_VERSION: &str = "2025-03-26";
 
+/// How many elements of one batch run at once: enough for a batch's calls to overlap, few
+/// enough that one client's batch cannot take a plugin's whole concurrency and answer its own
+/// elements "busy".
+pub const BATCH_PARALLEL: usize = 8;
+
+/// Run a batch's elements, at most [`BATCH_PARALLEL`] at a time; the answers keep their order.
+pub async fn run_batch<F: Future>(works: Vec<F>) -> Vec<F::Output> {
+    use futures::StreamExt;
+    futures::stream::iter(works).buffered(BATCH_PARALLEL).collect().await
+}
+
 /// The fields of a message, borrowed from the text it was read from.
 #[derive(Deserialize)]
 struct Envelope<'a> {

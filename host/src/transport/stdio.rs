@@ -322,7 +322,7 @@ impl Connection {
         }
         let link = self.link.clone();
         self.tasks.spawn(async move {
-            let answers: Vec<Vec<u8>> = futures::future::join_all(answers).await.into_iter().flatten().collect();
+            let answers: Vec<Vec<u8>> = jsonrpc::run_batch(answers).await.into_iter().flatten().collect();
             if !answers.is_empty() {
                 link.write(jsonrpc::array(&answers)).await;
             }

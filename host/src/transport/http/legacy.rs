@@ -21,8 +21,10 @@ use super::text;
 use crate::mcp::{Front, Origin};
 
 /// The session a request names, if it names one.
+/// The session a request names. A name that is not even text names no session there is
+/// (404), rather than no session at all (400).
 fn session_id(headers: &HeaderMap) -> Option<&str> {
-    headers.get("mcp-session-id").and_then(|v| v.to_str().ok())
+    headers.get("mcp-session-id").map(|v| v.to_str().unwrap_or_default())
 }
 
 fn no_session() -> Response {
@@ -51,7 +53,17 @@ pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, client: Option
         }
         (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message)).await,
         (Incoming::Batch(items), Some(session)) => batch(&session, items).await,
-        (Incoming::Batch(_), None) => json(StatusCode::BAD_REQUEST, batch_refused(None)),
+        (Incoming::Batch(_), None) => {
+            let error = ErrorData::invalid_request(
+                format!(
+                    "Invalid Request: a batch belongs to a session; send initialize (protocol revision {}) \
+                     first and name its Mcp-Session-Id",
+                    jsonrpc::BATCH_VERSION
+                ),
+                None,
+            );
+            json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error))
+        }
         (Incoming::Single(message), None) => {
             // A self-describing 2026-07-28 request that forgot its header is told so.
             if let Message::Request { params, .. } | Message::Notification { params, .. } = &message
@@ -182,7 +194,7 @@ async fn exchange_for(work: OneOf) -> Response {
     }
 }
 
-/// A batch (2025-03-26 sessions only): its requests run concurrently and their answers come
+/// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
 async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>) -> Response {
     let negotiated = session.server.negotiated();
@@ -216,7 +228,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>)
         }
     }
     drop(tx);
-    let task = tokio::spawn(futures::future::join_all(works));
+    let task = tokio::spawn(jsonrpc::run_batch(works));
     let work = async move {
         let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().collect();
         Answer { status: StatusCode::OK, messages, batch: true }
