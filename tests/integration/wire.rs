@@ -370,7 +370,22 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
     assert!(first.next(quiet).await.is_none(), "the replaced stream ends");
     announce(&client, 5).await;
     let live = second.next(quiet).await.expect("the new stream is live");
-    assert!(live.id.unwrap().parse::<u64>().unwrap() > numbers[3]);
+    let newest: u64 = live.id.unwrap().parse().unwrap();
+    assert!(newest > numbers[3]);
+
+    // An id the session never issued would silence the stream; it is refused.
+    for never in [newest + 1, u64::MAX] {
+        let refused = reqwest::Client::new()
+            .get(&client.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", client.session.as_deref().unwrap())
+            .header("mcp-protocol-version", &client.version)
+            .header("last-event-id", never.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -253,10 +253,11 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
     let Some(session) = table.get(id) else { return no_session() };
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    // An id this session never issued would silence the stream (nothing comes after it).
     let after = match resume.map(str::parse::<u64>) {
         None => None,
-        Some(Ok(after)) => Some(after),
-        Some(Err(_)) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
+        Some(Ok(after)) if after <= session.last_issued() => Some(after),
+        Some(_) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
     let primes = session.server.negotiated().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str());

@@ -79,6 +79,11 @@ impl Session {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).delivered
     }
 
+    /// The id of the newest event queued (0 if none yet): no stream has seen a later one.
+    pub fn last_issued(&self) -> u64 {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).next_id
+    }
+
     /// Open the GET stream, replaying the events after `after` that are still kept; the
     /// previous stream, if any, ends.
     pub fn attach(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
