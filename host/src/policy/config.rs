@@ -1,5 +1,10 @@
 //! The policy file (TOML): parsing, resolution and every check that can be made before a
 //! plugin runs. Unknown keys are errors, so a typo never silently grants or limits nothing.
+//!
+//! Parsing is pure ([`PolicyFile::parse`]): every rule that needs no file system is checked
+//! there, so a policy can be checked on a machine that lacks its directories and secrets.
+//! [`PolicyFile::resolve`] then does the I/O: directories are made canonical and must exist,
+//! and secrets are read.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -95,24 +100,10 @@ impl Policy {
         Policy::parse(&text, path, base, flags)
     }
 
-    /// Parse a policy file's text; relative paths in it are relative to `path`'s directory.
+    /// Parse a policy file's text and resolve it; relative paths in it are relative to
+    /// `path`'s directory.
     pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
-        let file: File =
-            toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
-        let defaults = base
-            .with(&file.limits)
-            .map_err(|message| PolicyError::Limits { path: path.into(), message })?
-            .with(flags)
-            .map_err(PolicyError::Flags)?;
-        let base_dir = path.parent().unwrap_or(Path::new("."));
-        let mut plugins = BTreeMap::new();
-        for (name, entry) in file.plugins {
-            let plugin_error =
-                |message: String| PolicyError::Plugin { path: path.into(), plugin: name.clone(), message };
-            let grants = entry.resolve(base_dir, defaults).map_err(plugin_error)?;
-            plugins.insert(name, Arc::new(grants));
-        }
-        Ok(Policy { source: Some(path.into()), defaults, needs: file.needs_beyond_grants, plugins })
+        PolicyFile::parse(text, path, base, flags)?.resolve()
     }
 
     /// The file this policy came from, if any.
@@ -139,24 +130,79 @@ impl Policy {
     }
 }
 
+/// A policy file parsed and checked without touching the file system.
+#[derive(Debug)]
+pub struct PolicyFile {
+    path: PathBuf,
+    defaults: Limits,
+    needs: NeedsMode,
+    plugins: BTreeMap<String, PluginGrants>,
+}
+
+/// One plugin's grants as the file states them: paths not yet resolved, secrets not yet read.
+#[derive(Debug)]
+struct PluginGrants {
+    dirs: Vec<DirEntry>,
+    roots: bool,
+    network: Arc<[HostRule]>,
+    tcp: Arc<[SocketAddr]>,
+    env: BTreeMap<String, String>,
+    secrets: BTreeMap<String, SecretSource>,
+    limits: Limits,
+}
+
+impl PolicyFile {
+    /// Parse and check a policy file's text. `base` is the limits before the file's
+    /// `[limits]`; `flags` are the command line's, which win over the file's `[limits]` but
+    /// not over a plugin's own. Relative paths are relative to `path`'s directory.
+    pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<PolicyFile, PolicyError> {
+        let file: File =
+            toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
+        let defaults = base
+            .with(&file.limits)
+            .map_err(|message| PolicyError::Limits { path: path.into(), message })?
+            .with(flags)
+            .map_err(PolicyError::Flags)?;
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        let mut plugins = BTreeMap::new();
+        for (name, entry) in file.plugins {
+            let grants = entry.check(base_dir, defaults).map_err(|message| PolicyError::Plugin {
+                path: path.into(),
+                plugin: name.clone(),
+                message,
+            })?;
+            plugins.insert(name, grants);
+        }
+        Ok(PolicyFile { path: path.into(), defaults, needs: file.needs_beyond_grants, plugins })
+    }
+
+    /// Resolve the file against this machine: directories made canonical (they must exist),
+    /// secrets read.
+    pub fn resolve(self) -> Result<Policy, PolicyError> {
+        let mut plugins = BTreeMap::new();
+        for (name, grants) in self.plugins {
+            let grants = grants.resolve().map_err(|message| PolicyError::Plugin {
+                path: self.path.clone(),
+                plugin: name.clone(),
+                message,
+            })?;
+            plugins.insert(name, Arc::new(grants));
+        }
+        Ok(Policy { source: Some(self.path), defaults: self.defaults, needs: self.needs, plugins })
+    }
+}
+
 impl PluginEntry {
-    fn resolve(self, base_dir: &Path, defaults: Limits) -> Result<Grants, String> {
+    /// Every check that needs no file system; paths become relative to `base_dir`.
+    fn check(self, base_dir: &Path, defaults: Limits) -> Result<PluginGrants, String> {
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for dir in self.dirs {
-            let path = base_dir.join(&dir.path);
-            let path = std::fs::canonicalize(&path).map_err(|e| format!("directory {}: {e}", path.display()))?;
-            if !path.is_dir() {
-                return Err(format!("{} is not a directory", path.display()));
+            if let Some(guest) = &dir.guest
+                && (!guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == "."))
+            {
+                return Err(format!("guest path {guest:?} must be absolute, without . or .."));
             }
-            let guest = match dir.guest {
-                Some(guest) if guest.starts_with('/') && !guest.split('/').any(|c| c == ".." || c == ".") => guest,
-                Some(guest) => return Err(format!("guest path {guest:?} must be absolute, without . or ..")),
-                None => path
-                    .to_str()
-                    .ok_or_else(|| format!("{} is not valid UTF-8; give it a guest path", path.display()))?
-                    .to_owned(),
-            };
-            dirs.push(DirGrant { path, guest, write: dir.write });
+            dirs.push(DirEntry { path: base_dir.join(&dir.path), ..dir });
         }
         if self.roots && dirs.is_empty() {
             return Err("roots = true narrows the plugin's directories to the client's roots, but it has no dirs; \
@@ -175,13 +221,43 @@ impl PluginEntry {
         if let Some(name) = self.env.keys().find(|name| self.secrets.contains_key(*name)) {
             return Err(format!("{name} is both an env value and a secret"));
         }
+        let secrets = self
+            .secrets
+            .into_iter()
+            .map(|(name, source)| match source {
+                SecretSource::File { file } => (name, SecretSource::File { file: base_dir.join(file) }),
+                env => (name, env),
+            })
+            .collect();
+        let limits = defaults.with(&self.limits).map_err(|e| format!("limits: {e}"))?;
+        Ok(PluginGrants { dirs, roots: self.roots, network, tcp, env: self.env, secrets, limits })
+    }
+}
+
+impl PluginGrants {
+    fn resolve(self) -> Result<Grants, String> {
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for dir in self.dirs {
+            let path =
+                std::fs::canonicalize(&dir.path).map_err(|e| format!("directory {}: {e}", dir.path.display()))?;
+            if !path.is_dir() {
+                return Err(format!("{} is not a directory", path.display()));
+            }
+            let guest = match dir.guest {
+                Some(guest) => guest,
+                None => path
+                    .to_str()
+                    .ok_or_else(|| format!("{} is not valid UTF-8; give it a guest path", path.display()))?
+                    .to_owned(),
+            };
+            dirs.push(DirGrant { path, guest, write: dir.write });
+        }
         let mut secrets = Vec::with_capacity(self.secrets.len());
         for (name, source) in self.secrets {
             let value = match source {
                 SecretSource::Env { env } => std::env::var(&env)
                     .map_err(|_| format!("secret {name}: environment variable {env} is not set (or not UTF-8)"))?,
                 SecretSource::File { file } => {
-                    let file = base_dir.join(file);
                     let text = std::fs::read_to_string(&file)
                         .map_err(|e| format!("secret {name}: cannot read {}: {e}", file.display()))?;
                     text.trim_end_matches(['\n', '\r']).to_owned()
@@ -189,8 +265,15 @@ impl PluginEntry {
             };
             secrets.push((name, Secret(value)));
         }
-        let limits = defaults.with(&self.limits).map_err(|e| format!("limits: {e}"))?;
-        Ok(Grants { dirs, roots: self.roots, network, tcp, env: self.env.into_iter().collect(), secrets, limits })
+        Ok(Grants {
+            dirs,
+            roots: self.roots,
+            network: self.network,
+            tcp: self.tcp,
+            env: self.env.into_iter().collect(),
+            secrets,
+            limits: self.limits,
+        })
     }
 }
 
@@ -304,6 +387,24 @@ mod tests {
         let unset = "[plugins.a]\nsecrets = { T = { env = \"CAPSULE_TEST_SURELY_UNSET\" } }";
         assert!(parse(unset).unwrap_err().to_string().contains("is not set"));
         assert!(parse("[plugins.a]\nenv = { \"A=B\" = \"x\" }").is_err());
+    }
+
+    #[test]
+    fn a_policy_is_checked_without_its_directories_and_resolved_with_them() {
+        let text = "[plugins.a]\ndirs = [{ path = \"/surely/not/here\", guest = \"/data\" }]\n\
+                    secrets = { TOKEN = { file = \"/surely/not/here/token\" } }\n\
+                    [plugins.b]\ntcp = [\"10.0.0.5:5432\"]";
+        let path = Path::new("/elsewhere/capsule.toml");
+        let (base, flags) = (Limits::default(), LimitOverrides::default());
+        let file = PolicyFile::parse(text, path, base, &flags).expect("no file system needed to check it");
+        let error = file.resolve().unwrap_err().to_string();
+        assert!(error.contains("plugin a") && error.contains("/surely/not/here"), "{error}");
+        // What can be wrong without looking at the machine is found without looking at it.
+        let bad_guest = "[plugins.a]\ndirs = [{ path = \"/surely/not/here\", guest = \"data/../x\" }]";
+        let error = PolicyFile::parse(bad_guest, path, base, &flags).unwrap_err().to_string();
+        assert!(error.contains("must be absolute"), "{error}");
+        let roots_without_dirs = "[plugins.a]\nroots = true";
+        assert!(PolicyFile::parse(roots_without_dirs, path, base, &flags).is_err());
     }
 
     #[test]

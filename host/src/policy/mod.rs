@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{Policy, PolicyError};
+pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
 pub use net::{HostRule, HostRuleError};
