@@ -34,11 +34,19 @@ pub struct Sample {
     pub elapsed: Duration,
     /// Per-call latency in microseconds.
     pub latencies: Vec<u32>,
+    /// CPU time the server used over the run (user + system, all threads), in seconds.
+    pub server_cpu: Option<f64>,
 }
 
 impl Sample {
     pub fn throughput(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The server's CPU time per call, in microseconds: unlike throughput, barely moved by
+    /// what else the shared machine runs.
+    pub fn cpu_per_call(&self) -> Option<f64> {
+        self.server_cpu.filter(|_| self.calls > 0).map(|cpu| cpu * 1e6 / self.calls as f64)
     }
 
     pub fn percentile(&self, p: f64) -> f64 {
@@ -232,6 +240,7 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
+    let pid = child.id();
     let mut stdin = child.stdin.take().expect("piped stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
     if mode == Mode::Legacy {
@@ -250,6 +259,7 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
     anyhow::ensure!(is_correct(warm.as_bytes()), "stdio warm-up call failed: {warm}");
     let permits = Arc::new(Semaphore::new(in_flight));
     let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
+    let cpu_before = pid.and_then(cpu_seconds);
     let start = Instant::now();
     let deadline = start + duration;
     let writer = {
@@ -286,8 +296,22 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
         permits.add_permits(1);
     }
     sample.elapsed = start.elapsed();
+    sample.server_cpu = cpu_before.zip(pid.and_then(cpu_seconds)).map(|(before, after)| after - before);
     permits.close();
     drop(writer.await?);
     let _ = child.kill().await;
     Ok(sample)
+}
+
+/// The CPU time process `pid` has used so far (user + system, every thread, living or not),
+/// in seconds, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    // Clock ticks as the kernel reports them to user space (USER_HZ): 100 on Linux.
+    const TICKS: f64 = 100.0;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields follow its last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line; field 3 is the first after the name.
+    let (utime, stime): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    Some((utime + stime) as f64 / TICKS)
 }

@@ -202,11 +202,11 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
     let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
     let configs = [
-        ("capsule, legacy session (SSE)", capsule.addr, Mode::Legacy),
-        ("capsule, stateless 2026-07-28", capsule.addr, Mode::Stateless),
-        ("native rmcp, legacy session (SSE)", native.addr, Mode::Legacy),
-        ("native rmcp, stateless 2026-07-28", native.addr, Mode::Stateless),
-        ("floor (bare axum JSON-RPC)", floor.addr, Mode::Stateless),
+        ("capsule, legacy session (SSE)", &capsule, Mode::Legacy),
+        ("capsule, stateless 2026-07-28", &capsule, Mode::Stateless),
+        ("native rmcp, legacy session (SSE)", &native, Mode::Legacy),
+        ("native rmcp, stateless 2026-07-28", &native, Mode::Stateless),
+        ("floor (bare axum JSON-RPC)", &floor, Mode::Stateless),
     ];
     let mut http_rows: Vec<(usize, Vec<Row>)> = Vec::new();
     for clients in [1, 8, 64] {
@@ -214,12 +214,15 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             .iter()
             .map(|(name, _, _)| Row { name: format!("{name}, c={clients}"), samples: Vec::new() })
             .collect();
-        for (_, addr, mode) in &configs {
-            load::http(*addr, *mode, clients, warmup).await?;
+        for (_, server, mode) in &configs {
+            load::http(server.addr, *mode, clients, warmup).await?;
         }
         for _ in 0..reps {
-            for (row, (_, addr, mode)) in rows.iter_mut().zip(&configs) {
-                row.samples.push(load::http(*addr, *mode, clients, duration).await?);
+            for (row, (_, server, mode)) in rows.iter_mut().zip(&configs) {
+                let before = load::cpu_seconds(server.pid());
+                let mut sample = load::http(server.addr, *mode, clients, duration).await?;
+                sample.server_cpu = before.zip(load::cpu_seconds(server.pid())).map(|(b, a)| a - b);
+                row.samples.push(sample);
             }
         }
         http_rows.push((clients, rows));
@@ -389,6 +392,23 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         stdio_ratios.extend([legacy, stateless]);
         println!("stdio, {in_flight:<2} in flight: capsule/native legacy {legacy:.2}, stateless {stateless:.2}");
     }
+    // Server CPU per call is the steadier comparison on a shared machine.
+    println!("\n## Server CPU per call, capsule/native (same run; lower is cheaper)\n");
+    let cpu = |a: &Row, b: &Row| match (a.cpu_per_call(), b.cpu_per_call()) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "-".to_owned(),
+    };
+    for (clients, rows) in &http_rows {
+        println!("c={clients:<3} legacy {}, stateless {}", cpu(&rows[0], &rows[2]), cpu(&rows[1], &rows[3]));
+    }
+    for (in_flight, rows) in &stdio_rows {
+        println!(
+            "stdio, {in_flight:<2} in flight: legacy {}, stateless {}",
+            cpu(&rows[0], &rows[2]),
+            cpu(&rows[1], &rows[3])
+        );
+    }
+    println!();
     println!(
         "battery: attacked/quiet p50 latency {:.2}, p99 latency {:.2}",
         quiet_ratio(&attacked, &quiet, 50.0),

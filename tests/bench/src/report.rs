@@ -29,14 +29,21 @@ impl Row {
         min_median_max(self.samples.iter().map(|s| s.percentile(p)).collect())
     }
 
+    /// The server's median CPU time per call, in microseconds.
+    pub fn cpu_per_call(&self) -> Option<f64> {
+        let values: Vec<f64> = self.samples.iter().filter_map(Sample::cpu_per_call).collect();
+        (!values.is_empty()).then(|| min_median_max(values).1)
+    }
+
     pub fn line(&self) -> String {
         let (t_min, t_med, t_max) = self.throughput();
+        let cpu = self.cpu_per_call().map_or_else(|| "-".to_owned(), |cpu| format!("{cpu:.1}"));
         let (_, p50, _) = self.latency(50.0);
         let (p99_min, p99_med, p99_max) = self.latency(99.0);
         let stalls: usize = self.samples.iter().map(Sample::stalls).sum();
         let calls: u64 = self.samples.iter().map(|s| s.calls).sum();
         format!(
-            "| {:<34} | {:>8.0} / {:>8.0} / {:>8.0} | {:>8.0} | {:>7.0} / {:>7.0} / {:>7.0} | {:>6} | {:>6} | {:>8} |",
+            "| {:<34} | {:>8.0} / {:>8.0} / {:>8.0} | {:>8.0} | {:>7.0} / {:>7.0} / {:>7.0} | {:>9} | {:>6} | {:>6} | {:>8} |",
             self.name,
             t_min,
             t_med,
@@ -45,6 +52,7 @@ impl Row {
             p99_min,
             p99_med,
             p99_max,
+            cpu,
             stalls,
             self.errors(),
             calls
@@ -52,7 +60,7 @@ impl Row {
     }
 }
 
-pub const HEADER: &str = "| configuration                      | calls/s min / median / max     | p50 µs   | p99 µs min / median / max | stalls | errors | calls    |\n|---|---|---|---|---|---|---|";
+pub const HEADER: &str = "| configuration                      | calls/s min / median / max     | p50 µs   | p99 µs min / median / max | server CPU µs/call | stalls | errors | calls    |\n|---|---|---|---|---|---|---|---|";
 
 /// Ratio of medians, `a / b`.
 pub fn ratio(a: &Row, b: &Row) -> f64 {
