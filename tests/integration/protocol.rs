@@ -131,32 +131,23 @@ async fn deleted_sessions_are_gone() {
     client.initialize("2025-11-25", json!({})).await;
     let session = client.session.clone().unwrap();
     assert!(session.bytes().all(|b| (0x21..=0x7e).contains(&b)), "session ids are visible ASCII");
-    let delete = async |session: &str| {
+    let delete = async |session: &[u8]| {
         reqwest::Client::new()
             .delete(&server.url)
-            .header("mcp-session-id", session)
+            .header("mcp-session-id", reqwest::header::HeaderValue::from_bytes(session).unwrap())
             .header("mcp-protocol-version", "2025-11-25")
             .send()
             .await
             .unwrap()
             .status()
     };
-    assert_eq!(delete(&session).await, 204);
+    assert_eq!(delete(session.as_bytes()).await, 204);
     let after = client.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(after.status, 404, "{}", after.body);
     // An ended or never-issued session cannot be ended again.
-    assert_eq!(delete(&session).await, 404, "a second DELETE of an ended session");
-    assert_eq!(delete("no-such-session").await, 404, "DELETE of a session never issued");
-    let not_text = reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap();
-    let status = reqwest::Client::new()
-        .delete(&server.url)
-        .header("mcp-session-id", not_text)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 404, "a session id that is not text names no session there is");
+    assert_eq!(delete(session.as_bytes()).await, 404, "a second DELETE of an ended session");
+    assert_eq!(delete(b"no-such-session").await, 404, "DELETE of a session never issued");
+    assert_eq!(delete(b"\xff\xfe").await, 404, "a session id that is not text names no session there is");
 }
 
 const ALL_CAPS: fn() -> Value = || json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}});

@@ -283,7 +283,8 @@ struct RawEvents {
 }
 
 impl RawEvents {
-    async fn open(client: &Client, last_event: Option<&str>) -> RawEvents {
+    /// The session's GET, resuming after `last_event` if given.
+    async fn get(client: &Client, last_event: Option<&str>) -> reqwest::Response {
         let mut request = reqwest::Client::new()
             .get(&client.url)
             .header("accept", "text/event-stream")
@@ -292,7 +293,11 @@ impl RawEvents {
         if let Some(id) = last_event {
             request = request.header("last-event-id", id);
         }
-        let response = request.send().await.unwrap();
+        request.send().await.unwrap()
+    }
+
+    async fn open(client: &Client, last_event: Option<&str>) -> RawEvents {
+        let response = RawEvents::get(client, last_event).await;
         assert_eq!(response.status(), 200);
         RawEvents { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
@@ -375,15 +380,7 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
 
     // An id the session never issued would silence the stream; it is refused.
     for never in [newest + 1, u64::MAX] {
-        let refused = reqwest::Client::new()
-            .get(&client.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", client.session.as_deref().unwrap())
-            .header("mcp-protocol-version", &client.version)
-            .header("last-event-id", never.to_string())
-            .send()
-            .await
-            .unwrap();
+        let refused = RawEvents::get(&client, Some(&never.to_string())).await;
         assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use rmcp::ErrorData;
-use rmcp::model::RequestId;
+use rmcp::model::{ProtocolVersion, RequestId};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -16,6 +16,39 @@ pub const BATCH_VERSION: &str = "2025-03-26";
 /// enough that one client's batch cannot take a plugin's whole concurrency and answer its own
 /// elements "busy".
 pub const BATCH_PARALLEL: usize = 8;
+
+/// Whether a client that negotiated `negotiated` may send a batch: only 2025-03-26 clients
+/// may. `holder` names what negotiated it in the refusal ("session", "connection").
+pub fn batch_allowed(negotiated: Option<&ProtocolVersion>, holder: &str) -> Result<(), ErrorData> {
+    match negotiated {
+        Some(version) if *version == ProtocolVersion::V_2025_03_26 => Ok(()),
+        _ => Err(batch_refused(negotiated, holder)),
+    }
+}
+
+/// The refusal of a batch from a client of another revision (none: one that negotiated nothing).
+pub fn batch_refused(negotiated: Option<&ProtocolVersion>, holder: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "Invalid Request: JSON-RPC batches are only part of protocol revision {BATCH_VERSION}{}",
+            negotiated.map(|v| format!(" (this {holder} uses {v})")).unwrap_or_default()
+        ),
+        None,
+    )
+}
+
+/// One element of an allowed batch: the message to take, or the answer it gets at once (it
+/// was not a message, or it was an `initialize`, which never belongs to a batch).
+pub fn batch_element<'a>(item: Result<Message<'a>, Refusal>) -> Result<Message<'a>, Vec<u8>> {
+    match item {
+        Err(refusal) => Err(refusal.to_bytes()),
+        Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+            let refused = ErrorData::invalid_request("initialize must not be part of a batch", None);
+            Err(error(Some(&id), &refused))
+        }
+        Ok(message) => Ok(message),
+    }
+}
 
 /// Run a batch's elements, at most [`BATCH_PARALLEL`] at a time; the answers keep their order.
 pub async fn run_batch<F: Future>(works: Vec<F>) -> Vec<F::Output> {
@@ -255,6 +288,28 @@ mod tests {
         assert_eq!(code(read(b"[]").err().unwrap()).1, -32600);
         let not_utf8 = read(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err().unwrap();
         assert_eq!(code(not_utf8), (None, -32700));
+    }
+
+    #[test]
+    fn batches_follow_the_revision_and_never_hold_initialize() {
+        assert!(batch_allowed(Some(&ProtocolVersion::V_2025_03_26), "session").is_ok());
+        let later = batch_allowed(Some(&ProtocolVersion::V_2025_06_18), "session").unwrap_err();
+        assert!(later.message.ends_with("(this session uses 2025-06-18)"), "{}", later.message);
+        assert!(batch_allowed(None, "connection").is_err());
+        let Ok(Incoming::Batch(items)) = read(
+            br#"[7, {"jsonrpc":"2.0","id":1,"method":"initialize"},
+            {"jsonrpc":"2.0","id":2,"method":"ping"}]"#,
+        ) else {
+            panic!("a batch")
+        };
+        let mut elements = items.into_iter().map(batch_element);
+        let answered = |element: Option<Result<Message<'_>, Vec<u8>>>| -> Value {
+            serde_json::from_slice(&element.unwrap().err().expect("answered at once")).unwrap()
+        };
+        assert_eq!(answered(elements.next())["error"]["code"], -32600);
+        let initialize = answered(elements.next());
+        assert_eq!((initialize["id"].clone(), initialize["error"]["code"].clone()), (json!(1), json!(-32600)));
+        assert!(matches!(elements.next(), Some(Ok(Message::Request { method, .. })) if method == "ping"));
     }
 
     #[test]

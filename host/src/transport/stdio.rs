@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
-use rmcp::model::{ClientResult, ProtocolVersion, ServerNotification, ServerRequest};
+use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
@@ -301,19 +301,13 @@ impl Connection {
 
     /// A batch: only on 2025-03-26 connections, never holding `initialize`.
     async fn batch(&self, items: Vec<Result<Message<'_>, Refusal>>) {
-        let negotiated = self.server.negotiated();
-        if negotiated.as_ref() != Some(&ProtocolVersion::V_2025_03_26) {
-            let refusal = Refusal { id: None, error: batch_refused(negotiated.as_ref()) };
-            return self.link.write(refusal.to_bytes()).await;
+        if let Err(refused) = jsonrpc::batch_allowed(self.server.negotiated().as_ref(), "connection") {
+            return self.link.write(jsonrpc::error(None, &refused)).await;
         }
         let mut answers: Vec<Answer> = Vec::new();
         for item in items {
-            match item {
-                Err(refusal) => answers.push(Box::pin(std::future::ready(Some(refusal.to_bytes())))),
-                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
-                    let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
-                    answers.push(Box::pin(std::future::ready(Some(jsonrpc::error(Some(&id), &error)))));
-                }
+            match jsonrpc::batch_element(item) {
+                Err(answer) => answers.push(Box::pin(std::future::ready(Some(answer)))),
                 Ok(message) => answers.extend(self.message(message).await),
             }
         }
@@ -328,18 +322,6 @@ impl Connection {
             }
         });
     }
-}
-
-/// The error for a batch on a connection of another revision.
-fn batch_refused(version: Option<&ProtocolVersion>) -> ErrorData {
-    ErrorData::invalid_request(
-        format!(
-            "Invalid Request: JSON-RPC batches are only part of protocol revision {}{}",
-            jsonrpc::BATCH_VERSION,
-            version.map(|v| format!(" (this connection uses {v})")).unwrap_or_default()
-        ),
-        None,
-    )
 }
 
 /// The way back to the stdio client: the writer's queue, and the requests sent to the client

@@ -197,19 +197,14 @@ async fn exchange_for(work: OneOf) -> Response {
 /// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
 async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>) -> Response {
-    let negotiated = session.server.negotiated();
-    if negotiated.as_ref() != Some(&ProtocolVersion::V_2025_03_26) {
-        return json(StatusCode::BAD_REQUEST, batch_refused(negotiated.as_ref()));
+    if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session") {
+        return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
     let (tx, notes) = tokio::sync::mpsc::channel(64);
     let mut works: Vec<Work> = Vec::new();
     for item in items {
-        match item {
-            Err(refusal) => works.push(Box::pin(std::future::ready(Some(refusal.to_bytes())))),
-            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
-                let error = ErrorData::invalid_request("initialize must not be part of a batch", None);
-                works.push(Box::pin(std::future::ready(Some(jsonrpc::error(Some(&id), &error)))));
-            }
+        match jsonrpc::batch_element(item) {
+            Err(answer) => works.push(Box::pin(std::future::ready(Some(answer)))),
             Ok(message) => match one(session, message) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
@@ -234,18 +229,6 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>)
         Answer { status: StatusCode::OK, messages, batch: true }
     };
     exchange::respond(work, notes).await
-}
-
-fn batch_refused(version: Option<&ProtocolVersion>) -> Vec<u8> {
-    let error = ErrorData::invalid_request(
-        format!(
-            "Invalid Request: JSON-RPC batches are only part of protocol revision {}{}",
-            jsonrpc::BATCH_VERSION,
-            version.map(|v| format!(" (this session uses {v})")).unwrap_or_default()
-        ),
-        None,
-    );
-    jsonrpc::error(None, &error)
 }
 
 /// GET: the session's stream of what belongs to no request.

@@ -24,14 +24,8 @@ pub async fn serve(
     let message = match jsonrpc::read(body) {
         Ok(Incoming::Single(message)) => message,
         Ok(Incoming::Batch(_)) => {
-            let error = ErrorData::invalid_request(
-                format!(
-                    "Invalid Request: JSON-RPC batches are only part of protocol revision {}",
-                    jsonrpc::BATCH_VERSION
-                ),
-                None,
-            );
-            return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
+            let refused = jsonrpc::batch_refused(None, "request");
+            return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
         }
         Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
     };
