@@ -304,7 +304,7 @@ mod tests {
         };
         let mut elements = items.into_iter().map(batch_element);
         let answered = |element: Option<Result<Message<'_>, Vec<u8>>>| -> Value {
-            serde_json::from_slice(&element.unwrap().err().expect("answered at once")).unwrap()
+            serde_json::from_slice(&element.unwrap().expect_err("answered at once")).unwrap()
         };
         assert_eq!(answered(elements.next())["error"]["code"], -32600);
         let initialize = answered(elements.next());
