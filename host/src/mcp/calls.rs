@@ -6,14 +6,15 @@ use std::borrow::Cow;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
-    GetPromptResponse, InputResponses, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse, InputResponses,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, ServerResult,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::meta::Meta;
+use super::reply::{Reply, ToolReply, wire_json};
 use super::request::RequestCx;
 use super::{
     CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, check_uri,
@@ -40,18 +41,16 @@ pub struct CallParams<'a> {
 
 impl CapsuleServer {
     /// `tools/call`: validate the arguments, run the tool through its input rounds, check its
-    /// output. The plugin gets the arguments as the client wrote them.
-    pub(super) async fn tools_call(
-        &self,
-        params: CallParams<'_>,
-        cx: &RequestCx,
-    ) -> Result<CallToolResponse, ErrorData> {
+    /// output. The plugin gets the arguments as the client wrote them, and the client gets the
+    /// plugin's result as written from its WIT value.
+    pub(super) async fn tools_call(&self, params: CallParams<'_>, cx: &RequestCx) -> Result<Reply, ErrorData> {
         let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", params.name),
                 Some(json!({"name": params.name})),
             ));
         };
+        let failed = |message: String| Ok(Reply::Tool(ToolReply::error(message)));
         let text = params.arguments.map_or("{}", RawValue::get);
         let arguments: Value = serde_json::from_str(text)
             .map_err(|e| ErrorData::invalid_params(format!("Invalid params: arguments: {e}"), None))?;
@@ -63,54 +62,54 @@ impl CapsuleServer {
             off_reactor(text.len(), move || entry.validate_arguments(&arguments)).await
         };
         if let Err(problems) = checked {
-            return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-                "Invalid arguments for tool {}: {problems}",
-                params.name
-            ))])
-            .into());
+            return failed(format!("Invalid arguments for tool {}: {problems}", params.name));
         }
         let plugin = entry.plugin.clone();
         let bound_to = format!("tools/call\0{}", params.name);
         let op = ToolCall { name: &params.name, arguments: text };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
-        let failed = |message: String| Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]).into());
         match outcome {
-            Ok(Rounds::Done(Ok(result))) => {
-                let structured =
-                    match result.structured_content.as_deref().map(serde_json::from_str::<Value>).transpose() {
-                        Ok(structured) => structured,
-                        Err(e) => {
-                            return failed(format!(
-                                "Tool {} returned structured content that is not JSON: {e}",
-                                params.name
-                            ));
+            Ok(Rounds::Done(Ok(mut result))) => {
+                let checks_output = entry.output_schema.is_some() && !result.is_error;
+                let structured = match result.structured_content.take() {
+                    Some(text) => {
+                        let not_json = |e: serde_json::Error| {
+                            format!("Tool {} returned structured content that is not JSON: {e}", params.name)
+                        };
+                        if checks_output {
+                            let value: Value = match serde_json::from_str(&text) {
+                                Ok(value) => value,
+                                Err(e) => return failed(not_json(e)),
+                            };
+                            let entry = entry.clone();
+                            if let Err(problems) = off_reactor(text.len(), move || entry.validate_output(&value)).await
+                            {
+                                return failed(format!(
+                                    "Tool {} returned output that does not match its output schema: {problems}",
+                                    params.name
+                                ));
+                            }
                         }
-                    };
-                if let (Some(value), false) = (&structured, result.is_error) {
-                    let size = result.structured_content.as_deref().map_or(0, str::len);
-                    let checked = {
-                        let (entry, value) = (entry.clone(), value.clone());
-                        off_reactor(size, move || entry.validate_output(&value)).await
-                    };
-                    if let Err(problems) = checked {
+                        match wire_json(text) {
+                            Ok(raw) => Some(raw),
+                            Err(e) => return failed(not_json(e)),
+                        }
+                    }
+                    None if checks_output => {
                         return failed(format!(
-                            "Tool {} returned output that does not match its output schema: {problems}",
+                            "Tool {} declares an output schema but returned no structured content",
                             params.name
                         ));
                     }
-                } else if entry.output_schema.is_some() && !result.is_error {
-                    return failed(format!(
-                        "Tool {} declares an output schema but returned no structured content",
-                        params.name
-                    ));
-                }
-                Ok(convert::tool_result(&result, structured, cx.links_supported()).into())
+                    None => None,
+                };
+                Ok(Reply::Tool(ToolReply::new(result, structured, cx.links_supported())))
             }
             Ok(Rounds::Done(Err(error))) => failed(match error {
                 wit::Error::NotFound(m) | wit::Error::InvalidParams(m) | wit::Error::Failed(m) => m,
             }),
-            Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
+            Ok(Rounds::InputRequired(ir)) => Ok(Reply::Model(ServerResult::InputRequiredResult(ir))),
             Err(Failure::Protocol(error)) => Err(error),
             Err(Failure::Call(error)) => failed(format!("Tool {} failed: {error}", params.name)),
         }

@@ -7,11 +7,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use rmcp::model::{
-    CallToolResult, ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource, ResourceContents,
-    ResourceTemplate, Role, Tool, ToolAnnotations,
+    ContentBlock, GetPromptResult, Prompt, PromptArgument, PromptMessage, Resource, ResourceContents, ResourceTemplate,
+    Role, Tool, ToolAnnotations,
 };
 use serde_json::{Map, Value, json};
 
+use super::reply::Block;
 use crate::catalog::ToolEntry;
 use crate::runtime::types as wit;
 
@@ -117,14 +118,6 @@ pub fn prompt_result(result: &wit::PromptResult, links_supported: bool) -> GetPr
     out
 }
 
-/// A tool result; `structured` is the already-parsed structured content.
-pub fn tool_result(result: &wit::ToolResult, structured: Option<Value>, links_supported: bool) -> CallToolResult {
-    let content = result.content.iter().map(|c| content(c, links_supported)).collect();
-    let mut out = if result.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
-    out.structured_content = structured;
-    out
-}
-
 /// The MCP wire form of a plugin's input request (the params of `elicitation/create`,
 /// `sampling/createMessage` or `roots/list`).
 pub fn input_request_json(request: &wit::InputRequest) -> Value {
@@ -175,8 +168,8 @@ fn role_name(r: wit::Role) -> &'static str {
     }
 }
 
-fn content_json(c: &wit::Content) -> Value {
-    serde_json::to_value(content(c, true)).unwrap_or(Value::Null)
+fn content_json(content: &wit::Content) -> Value {
+    serde_json::to_value(Block { content, links_supported: true }).unwrap_or(Value::Null)
 }
 
 /// Read a client's answer to an input request. The shape tells the kind: `action` for an

@@ -24,6 +24,7 @@ use super::CapsuleServer;
 use super::calls::CallParams;
 use super::lists::{self, VERSIONS};
 use super::meta::{Meta, MetaView};
+use super::reply::Reply;
 use super::request::{ClientLink, Front, RequestCx};
 use super::session::Peer;
 
@@ -70,10 +71,10 @@ fn method_not_found(method: &str) -> ErrorData {
 }
 
 /// Shape a result or error for the request's revision.
-fn finish(cx: &RequestCx, result: Result<ServerResult, ErrorData>) -> Result<ServerResult, ErrorData> {
+fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result<Reply, ErrorData> {
     let modern = cx.is_modern();
-    match result {
-        Ok(mut result) => {
+    match result.map(Into::into) {
+        Ok(Reply::Model(mut result)) => {
             if modern {
                 result.fill_missing_cache_hints();
             } else if matches!(result, ServerResult::InputRequiredResult(_)) {
@@ -81,7 +82,11 @@ fn finish(cx: &RequestCx, result: Result<ServerResult, ErrorData>) -> Result<Ser
             } else {
                 result.strip_result_type_for_legacy_peer();
             }
-            Ok(result)
+            Ok(Reply::Model(result))
+        }
+        Ok(Reply::Tool(mut tool)) => {
+            tool.typed = modern;
+            Ok(Reply::Tool(tool))
         }
         // 2026-07-28 answers an unknown resource with -32602 (SEP-2164).
         Err(mut error) if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND => {
@@ -94,12 +99,7 @@ fn finish(cx: &RequestCx, result: Result<ServerResult, ErrorData>) -> Result<Ser
 
 impl CapsuleServer {
     /// Answer one request.
-    pub async fn request(
-        &self,
-        method: &str,
-        raw: Option<&RawValue>,
-        front: &Front,
-    ) -> Result<ServerResult, ErrorData> {
+    pub async fn request(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<Reply, ErrorData> {
         let origin = &front.origin;
         let span = tracing::debug_span!(
             "request",
@@ -110,7 +110,7 @@ impl CapsuleServer {
         self.dispatch(method, raw, front).instrument(span).await
     }
 
-    async fn dispatch(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<ServerResult, ErrorData> {
+    async fn dispatch(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<Reply, ErrorData> {
         // A transport that declares 2026-07-28 rules out the legacy methods before their
         // params are looked at.
         let legacy_only = matches!(
@@ -121,7 +121,7 @@ impl CapsuleServer {
             return Err(method_not_found(method));
         }
         match method {
-            "initialize" => self.initialize(params(raw)?),
+            "initialize" => self.initialize(params(raw)?).map(Reply::from),
             "ping" => {
                 let p: MetaOnly = params(raw)?;
                 let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
@@ -148,7 +148,7 @@ impl CapsuleServer {
             "tools/call" => {
                 let p: CallParams = params(raw)?;
                 let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
-                finish(&cx, self.tools_call(p, &cx).await.map(ServerResult::from))
+                finish(&cx, self.tools_call(p, &cx).await)
             }
             "resources/read" => {
                 let p: ReadResourceRequestParams = params(raw)?;

@@ -18,6 +18,7 @@ mod events;
 mod input;
 mod lists;
 mod meta;
+mod reply;
 mod request;
 mod roots;
 mod session;

@@ -1,0 +1,253 @@
+//! What the dispatcher answers with. Most results are rmcp model values; a tool's result is
+//! written to the wire straight from the plugin's WIT value: its text is escaped once into
+//! the response, binary content is base64-encoded as it is written, and structured content
+//! is the plugin's own JSON text (checked, never rebuilt), so a call's output is not copied
+//! into an intermediate `CallToolResult` tree first.
+
+use base64::display::Base64Display;
+use base64::engine::general_purpose::STANDARD as B64;
+use rmcp::model::ServerResult;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::runtime::types as wit;
+
+/// A request's result, ready to serialise once into the response.
+// Returned by value and serialised at once; boxing the model result would cost every other
+// request an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum Reply {
+    Model(ServerResult),
+    Tool(ToolReply),
+}
+
+impl From<ServerResult> for Reply {
+    fn from(result: ServerResult) -> Self {
+        Reply::Model(result)
+    }
+}
+
+impl Serialize for Reply {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Reply::Model(result) => result.serialize(serializer),
+            Reply::Tool(tool) => tool.serialize(serializer),
+        }
+    }
+}
+
+/// A complete `tools/call` result.
+pub struct ToolReply {
+    content: Vec<wit::Content>,
+    structured: Option<Box<RawValue>>,
+    is_error: bool,
+    links_supported: bool,
+    /// 2026-07-28 results name their type (`"resultType": "complete"`); older ones do not.
+    pub(super) typed: bool,
+}
+
+impl ToolReply {
+    /// A plugin's result; `structured` is its structured content, already checked to be JSON.
+    pub fn new(result: wit::ToolResult, structured: Option<Box<RawValue>>, links_supported: bool) -> Self {
+        ToolReply { content: result.content, structured, is_error: result.is_error, links_supported, typed: false }
+    }
+
+    /// A tool error the client reads as text (`isError: true`).
+    pub fn error(message: String) -> Self {
+        ToolReply {
+            content: vec![wit::Content::Text(message)],
+            structured: None,
+            is_error: true,
+            links_supported: false,
+            typed: false,
+        }
+    }
+}
+
+impl Serialize for ToolReply {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        if self.typed {
+            map.serialize_entry("resultType", "complete")?;
+        }
+        map.serialize_entry("content", &Blocks(&self.content, self.links_supported))?;
+        if let Some(structured) = &self.structured {
+            map.serialize_entry("structuredContent", structured)?;
+        }
+        map.serialize_entry("isError", &self.is_error)?;
+        map.end()
+    }
+}
+
+/// A plugin's JSON text as it goes on the wire: its own bytes when they hold no line break
+/// (stdio frames messages by line, SSE by line too), else re-serialised compactly.
+pub fn wire_json(text: String) -> Result<Box<RawValue>, serde_json::Error> {
+    if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        return serde_json::value::to_raw_value(&serde_json::from_str::<serde_json::Value>(&text)?);
+    }
+    RawValue::from_string(text)
+}
+
+/// Content blocks in MCP's wire form.
+struct Blocks<'a>(&'a [wit::Content], bool);
+
+impl Serialize for Blocks<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for content in self.0 {
+            seq.serialize_element(&Block { content, links_supported: self.1 })?;
+        }
+        seq.end()
+    }
+}
+
+/// One content block. Resource links arrived in 2025-06-18; older clients get them as text.
+pub struct Block<'a> {
+    pub content: &'a wit::Content,
+    pub links_supported: bool,
+}
+
+impl Serialize for Block<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match self.content {
+            wit::Content::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            wit::Content::Image(binary) | wit::Content::Audio(binary) => {
+                let kind = if matches!(self.content, wit::Content::Image(_)) { "image" } else { "audio" };
+                map.serialize_entry("type", kind)?;
+                map.serialize_entry("data", &Base64(&binary.data))?;
+                map.serialize_entry("mimeType", &binary.mime_type)?;
+            }
+            wit::Content::Resource(contents) => {
+                map.serialize_entry("type", "resource")?;
+                map.serialize_entry("resource", &Contents(contents))?;
+            }
+            wit::Content::ResourceLink(link) if self.links_supported => {
+                map.serialize_entry("type", "resource_link")?;
+                map.serialize_entry("uri", &link.uri)?;
+                map.serialize_entry("name", &link.name)?;
+                if let Some(description) = &link.description {
+                    map.serialize_entry("description", description)?;
+                }
+                if let Some(mime) = &link.mime_type {
+                    map.serialize_entry("mimeType", mime)?;
+                }
+            }
+            wit::Content::ResourceLink(link) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", &format_args!("Resource: {} <{}>", link.name, link.uri))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// An embedded resource's contents.
+struct Contents<'a>(&'a wit::ResourceContents);
+
+impl Serialize for Contents<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let contents = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("uri", &contents.uri)?;
+        if let Some(mime) = &contents.mime_type {
+            map.serialize_entry("mimeType", mime)?;
+        }
+        match &contents.body {
+            wit::ResourceBody::Text(text) => map.serialize_entry("text", text)?,
+            wit::ResourceBody::Blob(bytes) => map.serialize_entry("blob", &Base64(bytes))?,
+        }
+        map.end()
+    }
+}
+
+/// Bytes as a base64 string, encoded while it is written.
+struct Base64<'a>(&'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&Base64Display::new(self.0, &B64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::CallToolResult;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::mcp::convert;
+
+    fn binary(data: &[u8], mime: &str) -> wit::Binary {
+        wit::Binary { data: data.to_vec(), mime_type: mime.into() }
+    }
+
+    /// Every kind of content, as rmcp's `CallToolResult` writes it: the wire form is the
+    /// same whichever way it is produced.
+    #[test]
+    fn writes_what_rmcp_writes() {
+        let link = wit::ResourceLink {
+            uri: "file:///a".into(),
+            name: "a".into(),
+            description: Some("the \"a\" file".into()),
+            mime_type: None,
+        };
+        let content = vec![
+            wit::Content::Text("line\nwith \u{1} and é".into()),
+            wit::Content::Image(binary(&[0, 1, 2, 250, 251], "image/png")),
+            wit::Content::Audio(binary(b"RIFF", "audio/wav")),
+            wit::Content::Resource(wit::ResourceContents {
+                uri: "mem://t".into(),
+                mime_type: Some("text/plain".into()),
+                body: wit::ResourceBody::Text("hi".into()),
+            }),
+            wit::Content::Resource(wit::ResourceContents {
+                uri: "mem://b".into(),
+                mime_type: None,
+                body: wit::ResourceBody::Blob(vec![9; 7]),
+            }),
+            wit::Content::ResourceLink(link),
+        ];
+        let structured = r#"{"n": 1, "s": "x"}"#;
+        for (links_supported, is_error, typed) in [(true, false, false), (false, true, true)] {
+            let result =
+                wit::ToolResult { content: content.clone(), structured_content: Some(structured.into()), is_error };
+            let expected = {
+                let blocks = content.iter().map(|c| convert::content(c, links_supported)).collect();
+                let mut model = if is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
+                model.structured_content = Some(serde_json::from_str(structured).unwrap());
+                if !typed {
+                    model.result_type = None;
+                }
+                serde_json::to_value(model).unwrap()
+            };
+            let raw = RawValue::from_string(structured.into()).unwrap();
+            let mut reply = ToolReply::new(result, Some(raw), links_supported);
+            reply.typed = typed;
+            let written: Value = serde_json::from_slice(&serde_json::to_vec(&reply).unwrap()).unwrap();
+            assert_eq!(written, expected);
+        }
+    }
+
+    #[test]
+    fn structured_text_stays_on_one_line() {
+        assert_eq!(wire_json(" {\"a\": [1, 2]}\t".into()).unwrap().get(), "{\"a\": [1, 2]}");
+        assert_eq!(wire_json("{\n  \"a\": \"b\\nc\"\r\n}".into()).unwrap().get(), r#"{"a":"b\nc"}"#);
+        assert!(wire_json("{\"a\": }".into()).is_err());
+        assert!(wire_json("{} {}".into()).is_err());
+    }
+
+    #[test]
+    fn an_error_is_text() {
+        let mut reply = ToolReply::error("it broke".into());
+        reply.typed = true;
+        assert_eq!(
+            serde_json::to_value(&reply).unwrap(),
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "it broke"}], "isError": true})
+        );
+    }
+}
