@@ -2,12 +2,18 @@
 //! token. It is deliberately not MCP: no client of the MCP endpoint can reach it, and no
 //! plugin can call it.
 //!
-//! - `GET /admin/plugins`: every plugin with its source, served version (SHA-256) and last
-//!   error, and the policy file's state.
-//! - `POST /admin/reload`: read the policy and every source again.
-//! - `POST /admin/plugins` with `{"path": "/abs/file.wasm"}`: load (or replace) a plugin.
-//! - `DELETE /admin/plugins/{name}`: stop serving a plugin; running calls finish.
+//! Per tenant, under `/admin/t/{tenant}`:
+//! - `GET …/plugins`: every plugin with its source, served version (SHA-256) and last
+//!   error, and the policy's state.
+//! - `POST …/reload`: read the tenant's configuration and every source again.
+//! - `POST …/plugins` with `{"path": "/abs/file.wasm"}`: load (or replace) a plugin.
+//! - `DELETE …/plugins/{name}`: stop serving a plugin; running calls finish.
+//!
+//! For the whole server: `GET /admin/tenants` (every tenant's status) and `POST
+//! /admin/tenants/reload` (read the configuration again: tenants come, change and go). On a
+//! server with one tenant the same routes work without `/t/{tenant}`.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +30,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::loader::{ControlError, Loader};
+use crate::loader::ControlError;
+use crate::tenants::{Tenant, Tenants};
 
 /// The admin bearer token, kept as its SHA-256 so comparisons take the same time whatever
 /// the guess.
@@ -67,7 +74,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// Start the admin endpoint on `addr`, which must be a loopback address.
-pub async fn serve(loader: Arc<Loader>, addr: SocketAddr, token: Token, stop: CancellationToken) -> Result<()> {
+pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: CancellationToken) -> Result<()> {
     if !addr.ip().is_loopback() {
         bail!("the admin endpoint must listen on a loopback address, not {addr}");
     }
@@ -76,11 +83,16 @@ pub async fn serve(loader: Arc<Loader>, addr: SocketAddr, token: Token, stop: Ca
     let local = listener.local_addr()?;
     tracing::info!("admin endpoint on http://{local}/admin");
     let app = axum::Router::new()
+        .route("/admin/tenants", get(tenants_list))
+        .route("/admin/tenants/reload", post(tenants_reload))
         .route("/admin/plugins", get(list).post(load))
         .route("/admin/plugins/{name}", delete(unload))
         .route("/admin/reload", post(reload))
+        .route("/admin/t/{tenant}/plugins", get(list).post(load))
+        .route("/admin/t/{tenant}/plugins/{name}", delete(unload))
+        .route("/admin/t/{tenant}/reload", post(reload))
         .layer(axum::middleware::from_fn_with_state(token, guard))
-        .with_state(loader);
+        .with_state(tenants);
     tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
         if let Err(e) = served {
@@ -133,12 +145,45 @@ fn refused(error: ControlError) -> Response {
     problem(status, error.to_string())
 }
 
-async fn list(State(loader): State<Arc<Loader>>) -> Response {
-    Json(loader.status().await).into_response()
+/// The tenant a request is about: the one its path names, or the server's only one.
+fn tenant(tenants: &Tenants, params: &HashMap<String, String>) -> Result<Arc<Tenant>, (StatusCode, String)> {
+    match params.get("tenant") {
+        Some(id) => tenants.get(id).map_err(|e| (StatusCode::NOT_FOUND, e.to_string())),
+        None => tenants
+            .only()
+            .ok_or_else(|| (StatusCode::CONFLICT, "this server has several tenants: use /admin/t/{tenant}/…".into())),
+    }
 }
 
-async fn reload(State(loader): State<Arc<Loader>>) -> Response {
-    Json(loader.reload().await).into_response()
+async fn tenants_list(State(tenants): State<Arc<Tenants>>) -> Response {
+    let mut statuses = Vec::new();
+    for tenant in tenants.current().tenants.values() {
+        statuses.push(tenant.loader.status().await);
+    }
+    Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
+}
+
+async fn tenants_reload(State(tenants): State<Arc<Tenants>>) -> Response {
+    let statuses = tenants.reload().await;
+    Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
+}
+
+async fn list(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
+    match tenant(&tenants, &params) {
+        Ok(tenant) => Json(tenant.loader.status().await).into_response(),
+        Err((status, message)) => problem(status, message),
+    }
+}
+
+async fn reload(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
+    let tenant = match tenant(&tenants, &params) {
+        Ok(tenant) => tenant,
+        Err((status, message)) => return problem(status, message),
+    };
+    match tenants.reload_one(&tenant.id).await {
+        Ok(status) => Json(status).into_response(),
+        Err(e) => problem(StatusCode::NOT_FOUND, e.to_string()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -147,19 +192,32 @@ struct LoadRequest {
     path: PathBuf,
 }
 
-async fn load(State(loader): State<Arc<Loader>>, body: axum::body::Bytes) -> Response {
+async fn load(
+    State(tenants): State<Arc<Tenants>>,
+    UrlPath(params): UrlPath<HashMap<String, String>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let tenant = match tenant(&tenants, &params) {
+        Ok(tenant) => tenant,
+        Err((status, message)) => return problem(status, message),
+    };
     let request: LoadRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return problem(StatusCode::BAD_REQUEST, format!("expected {{\"path\": \"/abs/file.wasm\"}}: {e}")),
     };
-    match loader.load(&request.path).await {
+    match tenant.loader.load(&request.path).await {
         Ok(status) => Json(status).into_response(),
         Err(e) => refused(e),
     }
 }
 
-async fn unload(State(loader): State<Arc<Loader>>, UrlPath(name): UrlPath<String>) -> Response {
-    match loader.unload(&name).await {
+async fn unload(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
+    let tenant = match tenant(&tenants, &params) {
+        Ok(tenant) => tenant,
+        Err((status, message)) => return problem(status, message),
+    };
+    let name = params.get("name").map_or("", String::as_str);
+    match tenant.loader.unload(name).await {
         Ok(status) => Json(status).into_response(),
         Err(e) => refused(e),
     }

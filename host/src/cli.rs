@@ -8,10 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::loader::{Loader, PolicySource, Sources};
-use crate::mcp::{Shared, StateCodec};
+use crate::loader::{DEFAULT_TENANT, PolicySource, Sources};
+use crate::mcp::StateCodec;
 use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
+use crate::tenants::{self, Tenants, TenantsConfig};
 use crate::transport::http::HttpOptions;
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
@@ -62,10 +63,16 @@ struct ServeArgs {
     /// Load this .wasm component (repeatable).
     #[arg(long = "plugin", value_name = "FILE.wasm")]
     plugin_files: Vec<PathBuf>,
-    /// The policy file: what each plugin is granted (see the README). Without one, plugins
-    /// get nothing but the default limits.
+    /// The policy file: what each plugin is granted, and the tenants (see the README).
+    /// Without one, plugins get nothing but the default limits.
     #[arg(long, value_name = "FILE", env = "CAPSULE_CONFIG")]
     config: Option<PathBuf>,
+    /// A directory with one folder per tenant: its plugins, and optionally a `tenant.toml`.
+    #[arg(long, value_name = "DIR", env = "CAPSULE_TENANTS")]
+    tenants: Option<PathBuf>,
+    /// The tenant the stdio transport serves (default: the only one).
+    #[arg(long, value_name = "ID", requires = "stdio")]
+    tenant: Option<String>,
     /// Do not watch the plugin directories and the policy file; changes then take effect
     /// on restart or through the admin endpoint.
     #[arg(long)]
@@ -292,11 +299,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
             None => None,
         }
     };
-    let policy_source = PolicySource { path: args.config.clone(), flags: args.limits.overrides() };
-    let policy = policy_source.read()?;
+    let flags = args.limits.overrides();
+    // The sandbox slots are sized once, for the largest memory limit at start.
+    let max_memory = match args.limits.max_memory {
+        Some(mib) => (mib as usize) << 20,
+        None => tenants::max_memory(args.config.as_deref(), args.tenants.as_deref(), &flags)?,
+    };
     let config = RuntimeConfig {
         compile_cache,
-        max_memory: args.limits.max_memory.map_or(policy.max_memory(), |m| (m as usize) << 20),
+        max_memory,
         max_instances: args.limits.max_instances,
         ..RuntimeConfig::default()
     };
@@ -307,23 +318,35 @@ async fn serve(args: ServeArgs) -> Result<()> {
         files: args.plugin_files.clone(),
     };
     let codec = state_codec(args.state_key_file.as_deref())?;
-    let loader = Loader::start(runtime, sources, policy_source, policy).await;
-    let shared = Shared::new(loader.subscribe(), codec);
-    if shared.catalog().plugins().is_empty() && args.no_watch {
+    let shutdown = CancellationToken::new();
+    let config =
+        TenantsConfig { policy: args.config.clone(), dir: args.tenants.clone(), flags, sources, watch: !args.no_watch };
+    let tenants = Tenants::start(runtime, codec, config, shutdown.clone()).await?;
+    let set = tenants.current();
+    let configured = set.tenants.len() > 1 || !set.tenants.contains_key(DEFAULT_TENANT);
+    if configured && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
+        bail!(
+            "--plugins and --plugin name the default tenant's plugins; with tenants configured, each names its own sources"
+        );
+    }
+    if args.no_watch && set.tenants.values().all(|t| t.shared.catalog().plugins().is_empty()) {
         bail!("no plugin could be loaded");
     }
-    let shutdown = CancellationToken::new();
     if !args.no_watch {
-        loader.watch(shutdown.clone()).await.context("cannot watch the plugin directories")?;
+        tenants.watch().context("cannot watch the configuration")?;
     }
     if let Some(addr) = args.admin.admin_listen {
         let token_file = args.admin.admin_token_file.as_deref().context("--admin needs --admin-token-file")?;
         let token = crate::admin::token(token_file)?;
-        crate::admin::serve(loader.clone(), addr, token, shutdown.clone()).await?;
+        crate::admin::serve(tenants.clone(), addr, token, shutdown.clone()).await?;
     }
     if args.stdio {
+        let tenant = match args.tenant.as_deref() {
+            Some(id) => tenants.get(id)?,
+            None => tenants.only().context("this server has several tenants: name one with --tenant")?,
+        };
         let options = crate::transport::stdio::StdioOptions { max_line_bytes: args.max_line_bytes };
-        return crate::transport::stdio::serve(shared, options).await;
+        return crate::transport::stdio::serve(tenant.shared.clone(), options).await;
     }
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
@@ -344,5 +367,5 @@ async fn serve(args: ServeArgs) -> Result<()> {
             header_timeout: std::time::Duration::from_secs(args.http.header_timeout),
         },
     };
-    crate::transport::http::serve(shared, args.listen, options, shutdown).await
+    crate::transport::http::serve(tenants, args.listen, options, shutdown).await
 }

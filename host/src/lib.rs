@@ -24,7 +24,13 @@
 //! policy (initial load, hot swap, the operator's controls) and *publishes* each new one on a
 //! watch channel ([`catalog::Publisher`]); the MCP layer subscribes, serves whatever catalog
 //! is current when a request starts, and tells clients which lists changed. Neither knows
-//! the other, and [`admin`] drives the loader only.
+//! the other.
+//!
+//! [`tenants`] composes them per tenant: each has its own loader (sources, policy, catalog)
+//! and its own MCP state (sessions, subscriptions), and the registry publishes the set of
+//! tenants on a watch channel the HTTP transport routes by (`/t/{tenant}/mcp`, or a tenant's
+//! host name at `/mcp`). All tenants share one engine, so a component is compiled once.
+//! [`admin`] drives the registry and the loaders only.
 
 pub mod admin;
 pub mod catalog;
@@ -34,6 +40,7 @@ pub mod loader;
 pub mod mcp;
 pub mod policy;
 pub mod runtime;
+pub mod tenants;
 pub mod transport;
 
 /// Example plugins compiled into the binary.

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, Offerings, Published, Publisher};
 use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy};
@@ -58,6 +59,9 @@ impl Sources {
         watched
     }
 }
+
+/// The tenant of a server configured without tenants.
+pub const DEFAULT_TENANT: &str = "default";
 
 fn plugin_name(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
@@ -102,9 +106,11 @@ impl Version {
     }
 }
 
-/// The server's plugin status: what the admin endpoint's `GET /admin/plugins` returns.
+/// A tenant's plugin status: what the admin endpoint's `GET /admin/plugins` returns.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
+    /// The tenant these plugins serve.
+    pub tenant: String,
     /// The policy file, if the server has one.
     pub policy: Option<PathBuf>,
     /// Why the policy file on disk is not the one in force, if it is not.
@@ -148,6 +154,8 @@ impl PolicySource {
 
 struct State {
     sources: Sources,
+    /// Files the operator loaded; kept when the tenant's sources are reconfigured.
+    added: Vec<PathBuf>,
     policy: Policy,
     policy_error: Option<String>,
     /// Names the operator unloaded; skipped until loaded again.
@@ -155,32 +163,48 @@ struct State {
     plugins: Vec<PluginStatus>,
 }
 
-/// Keeps the served catalog in step with the sources and the policy. One per server.
+/// Keeps one tenant's catalog in step with its sources and its policy.
 pub struct Loader {
     runtime: PluginRuntime,
+    tenant: Arc<str>,
     publisher: Publisher,
-    policy_source: PolicySource,
     /// Held for a whole reload: reloads (watcher and operator) never interleave.
     state: Mutex<State>,
+    /// Tells the watcher that the sources changed, so it watches the directories they name.
+    rewatch: tokio::sync::Notify,
+    /// Ends the loader's tasks (the tenant is gone, or the server stops).
+    stop: CancellationToken,
 }
 
 impl Loader {
     /// Load everything once and publish the first catalog.
     pub async fn start(
         runtime: PluginRuntime,
+        tenant: &str,
         sources: Sources,
-        policy_source: PolicySource,
         policy: Policy,
+        stop: CancellationToken,
     ) -> Arc<Loader> {
         let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
-        let (catalog, plugins) = build(&runtime, found, &policy, &Catalog::default()).await;
-        let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
+        let (catalog, plugins) = build(&runtime, tenant, found, &policy, &Catalog::default()).await;
+        let state =
+            State { sources, added: Vec::new(), policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
         let publisher = Publisher::new(catalog);
-        let loader = Arc::new(Loader { runtime, publisher, policy_source, state: Mutex::new(state) });
+        let loader = Arc::new(Loader {
+            runtime,
+            tenant: tenant.into(),
+            publisher,
+            state: Mutex::new(state),
+            rewatch: tokio::sync::Notify::new(),
+            stop,
+        });
         let relister = loader.clone();
         tokio::spawn(async move {
             loop {
-                let names = relister.publisher.relists().next().await;
+                let names = tokio::select! {
+                    names = relister.publisher.relists().next() => names,
+                    () = relister.stop.cancelled() => return,
+                };
                 relister.relist(&names).await;
             }
         });
@@ -232,6 +256,7 @@ impl Loader {
 
     fn status_of(&self, state: &State) -> Status {
         Status {
+            tenant: self.tenant.to_string(),
             policy: state.policy.source().map(Path::to_path_buf),
             policy_error: state.policy_error.clone(),
             live_instances: self.runtime.live_instances(),
@@ -239,9 +264,38 @@ impl Loader {
         }
     }
 
-    /// Read the policy and every source again and swap the result in.
+    /// Read every source again and swap the result in.
     pub async fn reload(&self) -> Status {
         let mut state = self.state.lock().await;
+        self.reload_locked(&mut state).await;
+        self.status_of(&state)
+    }
+
+    /// The configuration could not be read: keep the policy in force, and say why.
+    pub async fn policy_failed(&self, error: String) {
+        self.state.lock().await.policy_error = Some(error);
+    }
+
+    /// Serve from these sources under this policy from now on (the policy file changed).
+    /// A policy that could not be read keeps the one in force, and says why in the status.
+    pub async fn reconfigure(&self, sources: Sources, policy: Result<Policy, String>) -> Status {
+        let mut state = self.state.lock().await;
+        match policy {
+            Ok(policy) => {
+                state.policy = policy;
+                state.policy_error = None;
+            }
+            Err(e) => {
+                tracing::error!(tenant = %self.tenant, "{e}; keeping the policy in force");
+                state.policy_error = Some(e);
+            }
+        }
+        let mut sources = sources;
+        sources.files.extend(state.added.iter().filter(|f| !sources.files.contains(f)).cloned().collect::<Vec<_>>());
+        if state.sources.watched() != sources.watched() {
+            self.rewatch.notify_one();
+        }
+        state.sources = sources;
         self.reload_locked(&mut state).await;
         self.status_of(&state)
     }
@@ -257,6 +311,8 @@ impl Loader {
         state.unloaded.remove(&name);
         if !state.sources.files.contains(&path) {
             state.sources.files.push(path.clone());
+            state.added.push(path.clone());
+            self.rewatch.notify_one();
         }
         self.reload_locked(&mut state).await;
         let source = path.display().to_string();
@@ -275,67 +331,44 @@ impl Loader {
             return Err(ControlError::UnknownPlugin(name.into()));
         }
         state.sources.files.retain(|f| plugin_name(f) != name);
+        state.added.retain(|f| plugin_name(f) != name);
         state.unloaded.insert(name.to_owned());
         self.reload_locked(&mut state).await;
         Ok(self.status_of(&state))
     }
 
     async fn reload_locked(&self, state: &mut State) {
-        match self.policy_source.read() {
-            Ok(policy) => {
-                state.policy = policy;
-                state.policy_error = None;
-            }
-            Err(e) => {
-                tracing::error!("{e}; keeping the policy in force");
-                state.policy_error = Some(e.to_string());
-            }
-        }
         let old = self.publisher.current();
         let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
-        let (new, plugins) = build(&self.runtime, found, &state.policy, &old).await;
+        let (new, plugins) = build(&self.runtime, &self.tenant, found, &state.policy, &old).await;
         state.plugins = plugins;
         // Publish even when no list changed: a new version may behave differently behind the
         // same definitions, and new calls must get it. Servers tell their clients what changed.
         self.publisher.publish(new);
     }
 
-    /// The directories to watch: plugin sources and the policy file's.
-    fn watched(&self, state: &State) -> Vec<PathBuf> {
-        let mut watched = state.sources.watched();
-        if let Some(dir) = self.policy_source.path.as_deref().and_then(Path::parent) {
-            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-            watched.push(dir.to_path_buf());
-        }
-        watched.sort();
-        watched.dedup();
-        watched
-    }
-
-    /// Watch the plugin directories and the policy file, and reload on every change, until
-    /// `stop` fires.
-    pub async fn watch(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) -> notify::Result<()> {
-        use notify::Watcher;
-        let watched = self.watched(&*self.state.lock().await);
-        if watched.is_empty() {
-            return Ok(());
-        }
+    /// Watch the plugin directories, and reload on every change, until the loader stops.
+    /// The policy file is the tenant registry's to watch.
+    pub async fn watch(self: &Arc<Self>) -> notify::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if event.is_ok_and(|e| !e.kind.is_access()) {
                 let _ = tx.send(());
             }
         })?;
-        for dir in &watched {
-            watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
-            tracing::info!("watching {} for plugin and policy changes", dir.display());
-        }
+        let mut watched = Vec::new();
+        self.rewatch(&mut watcher, &mut watched).await?;
         let loader = self.clone();
         tokio::spawn(async move {
-            let _watcher = watcher;
             loop {
                 tokio::select! {
-                    () = stop.cancelled() => return,
+                    () = loader.stop.cancelled() => return,
+                    () = loader.rewatch.notified() => {
+                        if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
+                            tracing::error!(tenant = %loader.tenant, "cannot watch the plugin sources: {e}");
+                        }
+                        continue;
+                    }
                     event = rx.recv() => if event.is_none() { return },
                 }
                 // A copy or build writes a file in several steps: wait for quiet, then reload once.
@@ -345,12 +378,34 @@ impl Loader {
         });
         Ok(())
     }
+
+    /// Watch the directories the sources name now, and no others.
+    async fn rewatch(
+        &self,
+        watcher: &mut notify::RecommendedWatcher,
+        watched: &mut Vec<PathBuf>,
+    ) -> notify::Result<()> {
+        use notify::Watcher;
+        let mut wanted = self.state.lock().await.sources.watched();
+        wanted.sort();
+        wanted.dedup();
+        for dir in watched.iter().filter(|d| !wanted.contains(d)) {
+            let _ = watcher.unwatch(dir);
+        }
+        for dir in wanted.iter().filter(|d| !watched.contains(d)) {
+            watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+            tracing::info!(tenant = %self.tenant, "watching {} for plugin changes", dir.display());
+        }
+        *watched = wanted;
+        Ok(())
+    }
 }
 
 /// Load (or reuse) one plugin under its grants, and hold its declared needs to them. The
 /// second value lists needs beyond the grants that were only warned about.
 async fn load_one(
     runtime: &PluginRuntime,
+    tenant: &str,
     policy: &Policy,
     name: &str,
     (bytes, sha256): (Arc<[u8]>, String),
@@ -363,7 +418,7 @@ async fn load_one(
             runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
             Arc::new(same.with_grants(grants).map_err(|e| e.to_string())?)
         }
-        None => Arc::new(runtime.load(name, bytes, grants).await.map_err(|e| e.to_string())?),
+        None => Arc::new(runtime.load(tenant, name, bytes, grants).await.map_err(|e| e.to_string())?),
     };
     let beyond = plugin.needs().map(|needs| needs.beyond(plugin.grants())).unwrap_or_default();
     if !beyond.is_empty() && policy.needs_mode() == NeedsMode::Refuse {
@@ -431,7 +486,7 @@ pub async fn admit(
     bytes: Arc<[u8]>,
 ) -> Result<(Arc<Offerings>, Vec<String>), String> {
     let sha256 = digest(&bytes);
-    let (plugin, beyond) = load_one(runtime, policy, name, (bytes, sha256), None).await?;
+    let (plugin, beyond) = load_one(runtime, DEFAULT_TENANT, policy, name, (bytes, sha256), None).await?;
     let offered = offerings_of(plugin, &Catalog::default()).await?;
     Catalog::build(vec![offered.clone()]).map_err(|e| e.to_string())?;
     Ok((offered, beyond))
@@ -456,6 +511,7 @@ async fn offerings_of(plugin: Arc<Plugin>, previous: &Catalog) -> Result<Arc<Off
 /// tool, prompt or resource; it is refused instead, with the reason in its status.
 async fn build(
     runtime: &PluginRuntime,
+    tenant: &str,
     found: Vec<Candidate>,
     policy: &Policy,
     previous: &Catalog,
@@ -469,7 +525,7 @@ async fn build(
     for (at, Candidate { name, source, bytes }) in ordered {
         let earlier = previous.offerings().iter().find(|o| o.plugin().name() == name);
         let fresh = match bytes {
-            Ok(bytes) => load_one(runtime, policy, &name, bytes, earlier.map(|o| o.plugin())).await,
+            Ok(bytes) => load_one(runtime, tenant, policy, &name, bytes, earlier.map(|o| o.plugin())).await,
             Err(e) => Err(e),
         };
         let fresh = match fresh {

@@ -12,4 +12,5 @@ mod hotswap;
 mod protocol;
 mod sandbox;
 mod support;
+mod tenants;
 mod wire;

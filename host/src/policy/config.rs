@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use thiserror::Error;
 
+use super::tenants::{TenantEntry, TenantFile};
 use super::{DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, Secret};
 
 /// Why a policy file cannot be used. The server refuses to start with one (and a reload
@@ -30,6 +31,8 @@ pub enum PolicyError {
     Limits { path: PathBuf, message: String },
     #[error("command-line limits: {0}")]
     Flags(String),
+    #[error("{path}: tenant {tenant}: {message}")]
+    Tenant { path: PathBuf, tenant: String, message: String },
 }
 
 #[derive(Debug, Deserialize)]
@@ -41,11 +44,13 @@ struct File {
     limits: LimitOverrides,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
+    #[serde(default)]
+    tenants: BTreeMap<String, TenantEntry>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PluginEntry {
+pub(super) struct PluginEntry {
     #[serde(default)]
     dirs: Vec<DirEntry>,
     #[serde(default)]
@@ -137,11 +142,12 @@ pub struct PolicyFile {
     defaults: Limits,
     needs: NeedsMode,
     plugins: BTreeMap<String, PluginGrants>,
+    tenants: Vec<TenantFile>,
 }
 
 /// One plugin's grants as the file states them: paths not yet resolved, secrets not yet read.
 #[derive(Debug)]
-struct PluginGrants {
+pub(super) struct PluginGrants {
     dirs: Vec<DirEntry>,
     roots: bool,
     network: Arc<[HostRule]>,
@@ -163,9 +169,38 @@ impl PolicyFile {
             .map_err(|message| PolicyError::Limits { path: path.into(), message })?
             .with(flags)
             .map_err(PolicyError::Flags)?;
+        if !file.tenants.is_empty()
+            && let Some(plugin) = file.plugins.keys().next()
+        {
+            return Err(PolicyError::Plugin {
+                path: path.into(),
+                plugin: plugin.clone(),
+                message: "a top-level [plugins.*] entry grants the single default tenant, which a file with \
+                          [tenants] does not have; grant it inside [tenants.<id>.plugins]"
+                    .into(),
+            });
+        }
         let base_dir = path.parent().unwrap_or(Path::new("."));
+        let mut tenants = Vec::with_capacity(file.tenants.len());
+        for (id, entry) in file.tenants {
+            tenants.push(entry.check(&id, path, base_dir, defaults, file.needs_beyond_grants)?);
+        }
+        TenantFile::check_hosts(&tenants)?;
+        let mut policy = PolicyFile::of_plugins(path, base_dir, defaults, file.needs_beyond_grants, file.plugins)?;
+        policy.tenants = tenants;
+        Ok(policy)
+    }
+
+    /// A policy of these plugin entries (a file's, or one tenant's).
+    pub(super) fn of_plugins(
+        path: &Path,
+        base_dir: &Path,
+        defaults: Limits,
+        needs: NeedsMode,
+        entries: BTreeMap<String, PluginEntry>,
+    ) -> Result<PolicyFile, PolicyError> {
         let mut plugins = BTreeMap::new();
-        for (name, entry) in file.plugins {
+        for (name, entry) in entries {
             let grants = entry.check(base_dir, defaults).map_err(|message| PolicyError::Plugin {
                 path: path.into(),
                 plugin: name.clone(),
@@ -173,11 +208,42 @@ impl PolicyFile {
             })?;
             plugins.insert(name, grants);
         }
-        Ok(PolicyFile { path: path.into(), defaults, needs: file.needs_beyond_grants, plugins })
+        Ok(PolicyFile { path: path.into(), defaults, needs, plugins, tenants: Vec::new() })
+    }
+
+    /// The file this policy was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The limits of a plugin without its own.
+    pub fn defaults(&self) -> Limits {
+        self.defaults
+    }
+
+    /// What to do with a plugin that declares needs beyond its grants.
+    pub fn needs(&self) -> NeedsMode {
+        self.needs
+    }
+
+    /// The largest memory limit of any plugin, its tenants' included.
+    pub fn max_memory(&self) -> usize {
+        let own = self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max);
+        self.tenants.iter().map(|t| t.policy.max_memory()).fold(own, usize::max)
+    }
+
+    /// The tenants the file configures (none: the server has one default tenant).
+    pub fn tenants(&self) -> &[TenantFile] {
+        &self.tenants
+    }
+
+    /// Take the file's tenants out of it.
+    pub fn take_tenants(&mut self) -> Vec<TenantFile> {
+        std::mem::take(&mut self.tenants)
     }
 
     /// Resolve the file against this machine: directories made canonical (they must exist),
-    /// secrets read.
+    /// secrets read. A file's tenants are resolved on their own ([`TenantFile`]).
     pub fn resolve(self) -> Result<Policy, PolicyError> {
         let mut plugins = BTreeMap::new();
         for (name, grants) in self.plugins {
@@ -194,7 +260,7 @@ impl PolicyFile {
 
 impl PluginEntry {
     /// Every check that needs no file system; paths become relative to `base_dir`.
-    fn check(self, base_dir: &Path, defaults: Limits) -> Result<PluginGrants, String> {
+    pub(super) fn check(self, base_dir: &Path, defaults: Limits) -> Result<PluginGrants, String> {
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for dir in self.dirs {
             if let Some(guest) = &dir.guest

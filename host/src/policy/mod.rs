@@ -18,6 +18,7 @@ mod config;
 mod fs;
 mod needs;
 mod net;
+mod tenants;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
 pub use net::{HostRule, HostRuleError};
+pub use tenants::{TENANT_FILE, TenantFile, check_id as check_tenant_id};
 
 /// What one plugin is granted. Built from the policy file; immutable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! The shared engine: configuration, the epoch ticker, the linker, and compilation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -82,6 +83,9 @@ pub(crate) struct RuntimeInner {
     pub live: Arc<AtomicUsize>,
     /// Who may use the engine's instances.
     pub pool: InstancePool,
+    /// Components in use, by SHA-256: a component served by several tenants (or reloaded
+    /// while its old version still runs) is compiled, or read from the cache, once.
+    pub components: Mutex<HashMap<String, Weak<Component>>>,
 }
 
 /// Compiles components and hands out [`Plugin`]s that run calls in fresh sandboxes.
@@ -145,7 +149,9 @@ impl PluginRuntime {
 
         let live = Arc::default();
         let pool = InstancePool::new(instances);
-        Ok(PluginRuntime { inner: Arc::new(RuntimeInner { engine, linker, config, live, pool }) })
+        Ok(PluginRuntime {
+            inner: Arc::new(RuntimeInner { engine, linker, config, live, pool, components: Mutex::default() }),
+        })
     }
 
     /// How many plugin instances are alive: one per call in progress. Every call drops its
@@ -171,35 +177,61 @@ impl PluginRuntime {
             .map_err(|e| LoadError::Compile { plugin: name.to_owned(), reason: format!("{e:#}") })
     }
 
-    /// Compile a component (or take it from the compile cache) on the blocking pool, then
-    /// link it, check its exports and read its tools, resources and prompts, sandboxed as
-    /// `grants` say.
-    pub async fn load(&self, name: &str, bytes: Arc<[u8]>, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
+    /// Compile a component (or take the one already in use, or the compile cache's) on the
+    /// blocking pool, then link it, check its exports and read its tools, resources and
+    /// prompts, sandboxed as `grants` say. `tenant` is whom the plugin is loaded for: its
+    /// reserve of instances is the tenant's plugin's, apart from other tenants'.
+    pub async fn load(
+        &self,
+        tenant: &str,
+        name: &str,
+        bytes: Arc<[u8]>,
+        grants: Arc<Grants>,
+    ) -> Result<Plugin, LoadError> {
         self.check_grants(name, &grants)?;
         let runtime = self.clone();
         let owned = name.to_owned();
         let (component, sha256, needs) = tokio::task::spawn_blocking(move || {
-            let engine = &runtime.inner.engine;
-            let cache = runtime.inner.config.compile_cache.as_ref();
             // Hashed once: the digest names the cache entry and identifies the plugin.
             let sha256 = digest(&bytes);
-            let component = match cache.and_then(|cache| cache.load(engine, &sha256)) {
-                Some(component) => component,
-                None => {
-                    let component = runtime.compile(&owned, &bytes)?;
-                    if let Some(cache) = cache {
-                        cache.store(engine, &sha256, &component);
-                    }
-                    component
-                }
-            };
+            let component = runtime.component(&owned, &sha256, &bytes)?;
             // Read after compiling, so a file that is not a component is reported as such.
             let needs = Needs::read(&bytes).map_err(|e| LoadError::Needs { plugin: owned, reason: e.to_string() })?;
             Ok::<_, LoadError>((component, sha256, needs))
         })
         .await
         .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
-        Plugin::link(self.inner.clone(), name, sha256, component, grants, needs).await
+        Plugin::link(self.inner.clone(), tenant, name, sha256, component, grants, needs).await
+    }
+
+    /// The compiled component of these bytes: the one in use if there is one, else the
+    /// compile cache's, else compiled now. Blocking.
+    fn component(&self, name: &str, sha256: &str, bytes: &[u8]) -> Result<Arc<Component>, LoadError> {
+        let in_use = |components: &HashMap<String, Weak<Component>>| components.get(sha256).and_then(Weak::upgrade);
+        if let Some(component) = in_use(&self.inner.components.lock().unwrap_or_else(PoisonError::into_inner)) {
+            return Ok(component);
+        }
+        let engine = &self.inner.engine;
+        let cache = self.inner.config.compile_cache.as_ref();
+        let component = match cache.and_then(|cache| cache.load(engine, sha256)) {
+            Some(component) => component,
+            None => {
+                let component = self.compile(name, bytes)?;
+                if let Some(cache) = cache {
+                    cache.store(engine, sha256, &component);
+                }
+                component
+            }
+        };
+        let mut components = self.inner.components.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another load may have finished the same component meanwhile: keep one.
+        if let Some(component) = in_use(&components) {
+            return Ok(component);
+        }
+        components.retain(|_, component| component.strong_count() > 0);
+        let component = Arc::new(component);
+        components.insert(sha256.to_owned(), Arc::downgrade(&component));
+        Ok(component)
     }
 
     /// What a component imports and exports, and whether this host can link it: everything

@@ -38,6 +38,10 @@ pub struct Manifest {
 /// A compiled, linked plugin. Cheap to share behind an `Arc`; calls may run concurrently.
 pub struct Plugin {
     name: Arc<str>,
+    /// Whom it is loaded for: its instance reserve is this tenant's plugin's.
+    tenant: Arc<str>,
+    /// Its compiled component, shared with every other plugin of the same bytes.
+    component: Arc<Component>,
     digest: String,
     grants: Arc<Grants>,
     /// The granted directories, opened once for every call to open its mounts beneath.
@@ -60,11 +64,13 @@ fn open_dirs(plugin: &str, grants: &Grants) -> Result<Arc<GrantDirs>, LoadError>
     GrantDirs::open(grants).map(Arc::new).map_err(|reason| LoadError::Policy { plugin: plugin.to_owned(), reason })
 }
 
-fn reserve(runtime: &RuntimeInner, plugin: &Arc<str>, grants: &Grants) -> Result<Arc<Reservation>, LoadError> {
+fn reserve(runtime: &RuntimeInner, tenant: &str, plugin: &str, grants: &Grants) -> Result<Arc<Reservation>, LoadError> {
     let reserve = grants.limits.reserved_instances();
+    // One account per tenant's plugin: tenants never share a reserve.
+    let account: Arc<str> = format!("{tenant}/{plugin}").into();
     runtime
         .pool
-        .reserve(plugin, reserve)
+        .reserve(&account, reserve)
         .map(Arc::new)
         .map_err(|e| LoadError::Policy { plugin: plugin.to_string(), reason: e.to_string() })
 }
@@ -88,9 +94,10 @@ fn optional<I>(
 impl Plugin {
     pub(crate) async fn link(
         runtime: Arc<RuntimeInner>,
+        tenant: &str,
         name: &str,
         digest: String,
-        component: Component,
+        component: Arc<Component>,
         grants: Arc<Grants>,
         needs: Option<Needs>,
     ) -> Result<Plugin, LoadError> {
@@ -100,9 +107,11 @@ impl Plugin {
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let dirs = open_dirs(name, &grants)?;
         let shared_name: Arc<str> = name.into();
-        let reservation = reserve(&runtime, &shared_name, &grants)?;
+        let reservation = reserve(&runtime, tenant, name, &grants)?;
         let mut plugin = Plugin {
             name: shared_name,
+            tenant: tenant.into(),
+            component,
             digest,
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
             reservation,
@@ -131,6 +140,11 @@ impl Plugin {
     /// The plugin's name (its file stem).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The tenant it is loaded for.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
     }
 
     /// The SHA-256 of the component, in hex: which version of the plugin this is.
@@ -164,7 +178,7 @@ impl Plugin {
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
         let dirs = open_dirs(&self.name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
-        let reservation = reserve(&self.runtime, &self.name, &grants)?;
+        let reservation = reserve(&self.runtime, &self.tenant, &self.name, &grants)?;
         Ok(self.sandboxed(grants, dirs, slots, reservation))
     }
 
@@ -189,6 +203,8 @@ impl Plugin {
     ) -> Plugin {
         Plugin {
             name: self.name.clone(),
+            tenant: self.tenant.clone(),
+            component: self.component.clone(),
             digest: self.digest.clone(),
             grants,
             dirs,

@@ -26,7 +26,7 @@ pub async fn instance_call_us(
     calls: usize,
     reps: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let plugin = runtime.load("calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
+    let plugin = runtime.load("bench", "calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
     let context = types::RequestContext {
         client: types::ClientCapabilities {
             elicitation_form: false,
@@ -66,7 +66,7 @@ pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Re
             let runtime = PluginRuntime::new(config)?;
             let start = Instant::now();
             for (i, plugin) in plugins.iter().enumerate() {
-                runtime.load(&format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
+                runtime.load("bench", &format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
             }
             results.push(start.elapsed().as_secs_f64() * 1e3);
         }

@@ -31,12 +31,11 @@ impl Allowed {
         Allowed { hosts: hosts.map(|h| h.to_ascii_lowercase()).collect(), origins: origins.collect() }
     }
 
-    /// Check Host, then Origin: `Err` is the status and the reason.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), (u16, &'static str)> {
-        let host = headers.get(HOST).ok_or((400, "Bad Request: missing Host header"))?;
-        let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
-        let host: Authority = host.parse().map_err(|_| (400, "Bad Request: Invalid Host header"))?;
-        if !self.hosts.iter().any(|entry| host_matches(entry, &host)) {
+    /// Check Host, then Origin: `Err` is the status and the reason. Host names `also` accepts
+    /// (a tenant's own) pass too.
+    pub fn check(&self, headers: &HeaderMap, also: impl Fn(&str) -> bool) -> Result<(), (u16, &'static str)> {
+        let host = host(headers)?;
+        if !self.hosts.iter().any(|entry| host_matches(entry, &host)) && !also(&bare_host(host.host())) {
             return Err((403, "Forbidden: Host header is not allowed"));
         }
         let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
@@ -49,7 +48,15 @@ impl Allowed {
     }
 }
 
-fn bare_host(host: &str) -> String {
+/// The request's Host header.
+pub fn host(headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
+    let host = headers.get(HOST).ok_or((400, "Bad Request: missing Host header"))?;
+    let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
+    host.parse().map_err(|_| (400, "Bad Request: Invalid Host header"))
+}
+
+/// A host name as tenants' `hosts` hold it: lowercase, IPv6 without brackets.
+pub fn bare_host(host: &str) -> String {
     host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
 }
 
@@ -158,7 +165,8 @@ mod tests {
     #[test]
     fn hosts_and_origins() {
         let allowed = Allowed::new(&["mcp.example:8443".into()], &["https://app.example".into()]);
-        let check = |pairs: &[(&'static str, &str)]| allowed.check(&headers(pairs)).map_err(|(status, _)| status);
+        let check =
+            |pairs: &[(&'static str, &str)]| allowed.check(&headers(pairs), |_| false).map_err(|(status, _)| status);
         assert_eq!(check(&[("host", "127.0.0.1:3000")]), Ok(()));
         assert_eq!(check(&[("host", "[::1]:3000")]), Ok(()));
         assert_eq!(check(&[("host", "LOCALHOST")]), Ok(()));

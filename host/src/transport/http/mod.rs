@@ -1,5 +1,9 @@
-//! Streamable HTTP on one endpoint, `/mcp`, for sessionful (2024-11-05 .. 2025-11-25) and
+//! Streamable HTTP on one endpoint per tenant, for sessionful (2024-11-05 .. 2025-11-25) and
 //! stateless (2026-07-28) clients alike, on Capsule's own wire.
+//!
+//! The front door finds the tenant first (`/t/{tenant}/mcp`, or the Host at `/mcp`), before
+//! any body is read; each tenant's endpoint has its own stateless server and session table,
+//! ended when the tenant is removed.
 //!
 //! Every request passes the Host and Origin checks (`checks`) first. A POST that declares
 //! 2026-07-28 in `MCP-Protocol-Version` is a stateless request (`modern`); anything else
@@ -15,12 +19,13 @@ mod listener;
 mod modern;
 mod session;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -31,7 +36,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
-use crate::mcp::{CapsuleServer, Shared};
+use crate::loader::DEFAULT_TENANT;
+use crate::mcp::CapsuleServer;
+use crate::tenants::{Tenant, TenantSet, Tenants};
 pub use listener::ConnectionLimits;
 use session::SessionTable;
 
@@ -71,49 +78,113 @@ impl Default for HttpOptions {
     }
 }
 
-/// What every HTTP request is served with.
+/// One tenant's endpoint: its stateless server and its legacy sessions.
 struct Endpoint {
+    tenant: Arc<Tenant>,
     /// Serves 2026-07-28 requests (they belong to no session).
     stateless: CapsuleServer,
     sessions: Arc<SessionTable>,
+    /// Ends the tenant's sessions and streams when the tenant is removed.
+    ended: CancellationToken,
+}
+
+/// What every HTTP request is served with: the tenants and their endpoints.
+struct FrontDoor {
+    tenants: Arc<Tenants>,
+    endpoints: RwLock<HashMap<Arc<str>, Arc<Endpoint>>>,
     allowed: checks::Allowed,
     options: HttpOptions,
     shutdown: CancellationToken,
 }
 
-/// The axum router serving MCP at `/mcp`.
-pub fn router(shared: Arc<Shared>, options: HttpOptions, shutdown: CancellationToken) -> Router {
-    let endpoint = Endpoint {
-        stateless: CapsuleServer::new(shared.clone()),
-        sessions: SessionTable::new(shared, &options, shutdown.clone()),
+impl FrontDoor {
+    /// The endpoint of `tenant`, made on its first request.
+    fn endpoint(&self, tenant: &Arc<Tenant>) -> Arc<Endpoint> {
+        let serves = |e: &&Arc<Endpoint>| Arc::ptr_eq(&e.tenant.shared, &tenant.shared);
+        if let Some(endpoint) =
+            self.endpoints.read().unwrap_or_else(PoisonError::into_inner).get(&tenant.id).filter(serves)
+        {
+            return endpoint.clone();
+        }
+        let mut endpoints = self.endpoints.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(endpoint) = endpoints.get(&tenant.id).filter(serves) {
+            return endpoint.clone();
+        }
+        let ended = self.shutdown.child_token();
+        let endpoint = Arc::new(Endpoint {
+            tenant: tenant.clone(),
+            stateless: CapsuleServer::new(tenant.shared.clone()),
+            sessions: SessionTable::new(tenant.shared.clone(), &self.options, ended.clone()),
+            ended,
+        });
+        if let Some(replaced) = endpoints.insert(tenant.id.clone(), endpoint.clone()) {
+            replaced.ended.cancel();
+        }
+        endpoint
+    }
+
+    /// Drop the endpoints of tenants that are gone, ending their sessions.
+    fn prune(&self, set: &TenantSet) {
+        self.endpoints.write().unwrap_or_else(PoisonError::into_inner).retain(|id, endpoint| {
+            let kept = set.tenants.get(id).is_some_and(|t| Arc::ptr_eq(&t.shared, &endpoint.tenant.shared));
+            if !kept {
+                endpoint.ended.cancel();
+            }
+            kept
+        });
+    }
+}
+
+/// The axum router: each tenant at `/t/{tenant}/mcp`, and at `/mcp` for its host names (or,
+/// on a server with only the default tenant, for every allowed host).
+pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: CancellationToken) -> Router {
+    let door = Arc::new(FrontDoor {
         allowed: checks::Allowed::new(&options.allowed_hosts, &options.allowed_origins),
+        tenants,
+        endpoints: RwLock::default(),
         options,
         shutdown,
-    };
-    Router::new().route("/mcp", any(handle)).with_state(Arc::new(endpoint))
+    });
+    let follower = door.clone();
+    let mut changes = follower.tenants.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = follower.shutdown.cancelled() => return,
+            }
+            let set = changes.borrow_and_update().clone();
+            follower.prune(&set);
+        }
+    });
+    Router::new().route("/mcp", any(by_host)).route("/t/{tenant}/mcp", any(by_path)).with_state(door)
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
 pub async fn serve(
-    shared: Arc<Shared>,
+    tenants: Arc<Tenants>,
     addr: SocketAddr,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr).await?;
-    tracing::info!("serving MCP at http://{}/mcp", listener.local_addr()?);
-    serve_on(listener, shared, options, shutdown).await
+    let local = listener.local_addr()?;
+    for id in tenants.current().tenants.keys() {
+        tracing::info!("tenant {id} at http://{local}/t/{id}/mcp");
+    }
+    tracing::info!("serving MCP at http://{local}/mcp");
+    serve_on(listener, tenants, options, shutdown).await
 }
 
 /// Serve on an already bound listener (tests bind port 0 and read the address first).
 pub async fn serve_on(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    tenants: Arc<Tenants>,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = options.connections.clone();
-    let app = router(shared, options, shutdown.clone());
+    let app = router(tenants, options, shutdown.clone());
     listener::run(listener, app, limits, shutdown).await;
     Ok(())
 }
@@ -151,10 +222,45 @@ fn declared(headers: &axum::http::HeaderMap) -> Result<Option<&str>, &'static st
     Ok(Some(value))
 }
 
-async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
-    if let Err((status, reason)) = endpoint.allowed.check(request.headers()) {
-        return text(status, reason);
+/// `/mcp`: the tenant whose host name the request names; on a server with only the default
+/// tenant, that one.
+async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
+    let set = door.tenants.current();
+    let host = checks::host(request.headers()).map(|h| checks::bare_host(h.host()));
+    let tenant = match host.as_deref().ok().and_then(|h| set.by_host(h)) {
+        Some(tenant) => tenant,
+        None => match set.tenants.get(DEFAULT_TENANT) {
+            Some(tenant) if set.tenants.len() == 1 => tenant,
+            _ => return checked(&door, &set, &request).unwrap_or_else(|| text(404, "Not Found: no such tenant")),
+        },
+    };
+    if let Some(refused) = checked(&door, &set, &request) {
+        return refused;
     }
+    handle(&door, door.endpoint(tenant), request).await
+}
+
+/// `/t/{tenant}/mcp`.
+async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, request: Request) -> Response {
+    let set = door.tenants.current();
+    if let Some(refused) = checked(&door, &set, &request) {
+        return refused;
+    }
+    match set.tenants.get(id.as_str()) {
+        Some(tenant) => handle(&door, door.endpoint(tenant), request).await,
+        None => text(404, "Not Found: no such tenant"),
+    }
+}
+
+/// The Host and Origin checks; a tenant's own host names are allowed.
+fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
+    door.allowed
+        .check(request.headers(), |host| set.by_host(host).is_some())
+        .err()
+        .map(|(status, reason)| text(status, reason))
+}
+
+async fn handle(door: &FrontDoor, endpoint: Arc<Endpoint>, request: Request) -> Response {
     let declared = match declared(request.headers()) {
         Ok(declared) => declared.map(str::to_owned),
         Err(reason) => return text(400, reason),
@@ -180,9 +286,9 @@ async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Resp
     if !checks::is_json(&parts.headers) {
         return text(415, "Unsupported Media Type: Content-Type must be application/json");
     }
-    let limit = endpoint.options.max_body_bytes;
+    let limit = door.options.max_body_bytes;
     let read = http_body_util::Limited::new(body, limit).collect();
-    let body = match tokio::time::timeout(endpoint.options.body_timeout, read).await {
+    let body = match tokio::time::timeout(door.options.body_timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(_)) => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
@@ -191,7 +297,7 @@ async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Resp
         Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
     };
     match modern {
-        Some(declared) => modern::serve(&endpoint.stateless, &parts.headers, declared, &body, &endpoint.shutdown).await,
+        Some(declared) => modern::serve(&endpoint.stateless, &parts.headers, declared, &body, &endpoint.ended).await,
         None => {
             let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);
             legacy::post(&endpoint.sessions, &parts.headers, client, &body).await

@@ -1,0 +1,210 @@
+//! Tenants as the operator configures them: a `[tenants.<id>]` table in the policy file, or
+//! a `tenant.toml` in a tenant's own folder under a tenants directory. Each names where its
+//! plugins come from, the host names it answers to, and its own grants and limits, in the
+//! same shape as the policy file's (see [`PolicyFile`]).
+//!
+//! Parsing is pure, like the policy file's: sources and hosts are checked, nothing is read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use http::uri::Authority;
+use serde::Deserialize;
+
+use super::config::PluginEntry;
+use super::{LimitOverrides, Limits, NeedsMode, PolicyError, PolicyFile};
+
+/// The name of a tenant's own file in its folder under a tenants directory.
+pub const TENANT_FILE: &str = "tenant.toml";
+
+/// One tenant's table, `[tenants.<id>]` or a `tenant.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TenantEntry {
+    /// Plugin directories and `.wasm` files.
+    #[serde(default)]
+    sources: Vec<PathBuf>,
+    /// Host names whose requests to `/mcp` are this tenant's.
+    #[serde(default)]
+    hosts: Vec<String>,
+    needs_beyond_grants: Option<NeedsMode>,
+    #[serde(default)]
+    limits: LimitOverrides,
+    #[serde(default)]
+    plugins: BTreeMap<String, PluginEntry>,
+}
+
+/// A tenant, parsed and checked.
+#[derive(Debug)]
+pub struct TenantFile {
+    /// The tenant's id, as it appears in `/t/{id}/mcp`.
+    pub id: String,
+    /// Where its plugins come from: directories of components and single `.wasm` files.
+    pub sources: Vec<PathBuf>,
+    /// Host names (lowercase, without a port) routed to this tenant.
+    pub hosts: Vec<String>,
+    /// Its grants and limits.
+    pub policy: PolicyFile,
+}
+
+/// Whether `id` can name a tenant: 1 to 63 lowercase letters, digits, `-` and `_`, starting
+/// with a letter or digit (it is a URL path segment and a label in logs).
+pub fn check_id(id: &str) -> Result<(), String> {
+    let mut chars = id.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !(first_ok && rest_ok && id.len() <= 63) {
+        return Err(format!(
+            "{id:?} is not a tenant id (1 to 63 of a-z, 0-9, - and _, starting with a letter or digit)"
+        ));
+    }
+    Ok(())
+}
+
+impl TenantEntry {
+    /// Check one tenant of a policy file (`path`); the tenant's limits apply on top of the
+    /// file's defaults (command-line limits included), and its plugins' on top of those.
+    pub(super) fn check(
+        self,
+        id: &str,
+        path: &Path,
+        base_dir: &Path,
+        defaults: Limits,
+        needs: NeedsMode,
+    ) -> Result<TenantFile, PolicyError> {
+        let failed = |message: String| PolicyError::Tenant { path: path.into(), tenant: id.into(), message };
+        check_id(id).map_err(failed)?;
+        if self.sources.is_empty() {
+            return Err(failed("it has no sources (plugin directories or .wasm files)".into()));
+        }
+        let mut hosts = Vec::with_capacity(self.hosts.len());
+        for host in &self.hosts {
+            let authority: Authority =
+                host.parse().map_err(|_| failed(format!("hosts: {host:?} is not a host name")))?;
+            if authority.port().is_some() || authority.as_str().contains('@') {
+                return Err(failed(format!("hosts: {host:?} must be a bare host name, without port or user")));
+            }
+            hosts.push(authority.host().to_ascii_lowercase());
+        }
+        let defaults = defaults.with(&self.limits).map_err(|e| failed(format!("[limits]: {e}")))?;
+        let needs = self.needs_beyond_grants.unwrap_or(needs);
+        let policy =
+            PolicyFile::of_plugins(path, base_dir, defaults, needs, self.plugins).map_err(|e| failed(e.to_string()))?;
+        let sources = self.sources.iter().map(|s| base_dir.join(s)).collect();
+        Ok(TenantFile { id: id.into(), sources, hosts, policy })
+    }
+}
+
+impl TenantFile {
+    /// Parse a tenant's own `tenant.toml` (at `path`, in the tenant's folder); without
+    /// sources, the tenant serves the `.wasm` files of its folder.
+    pub fn parse(
+        id: &str,
+        text: Option<&str>,
+        path: &Path,
+        base: Limits,
+        flags: &LimitOverrides,
+    ) -> Result<TenantFile, PolicyError> {
+        let mut entry: TenantEntry = match text {
+            Some(text) => toml::from_str(text).map_err(|e| PolicyError::Tenant {
+                path: path.into(),
+                tenant: id.into(),
+                message: e.to_string(),
+            })?,
+            None => TenantEntry::default(),
+        };
+        let folder = path.parent().unwrap_or(Path::new("."));
+        if entry.sources.is_empty() {
+            entry.sources.push(PathBuf::from("."));
+        }
+        let defaults = base.with(flags).map_err(PolicyError::Flags)?;
+        entry.check(id, path, folder, defaults, NeedsMode::default())
+    }
+
+    /// Refuse a host name given to two tenants.
+    pub fn check_hosts(tenants: &[TenantFile]) -> Result<(), PolicyError> {
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for tenant in tenants {
+            for host in &tenant.hosts {
+                if let Some(other) = seen.insert(host, &tenant.id) {
+                    return Err(PolicyError::Tenant {
+                        path: tenant.policy.path().into(),
+                        tenant: tenant.id.clone(),
+                        message: format!("host {host} is also tenant {other}'s"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<PolicyFile, PolicyError> {
+        PolicyFile::parse(text, Path::new("/etc/capsule/capsule.toml"), Limits::default(), &LimitOverrides::default())
+    }
+
+    #[test]
+    fn tenants_are_parsed_without_the_file_system() {
+        let text = r#"
+            needs_beyond_grants = "refuse"
+            [limits]
+            memory_mib = 32
+            [tenants.acme]
+            sources = ["acme", "/opt/shared/calc.wasm"]
+            hosts = ["MCP.Acme.example"]
+            [tenants.acme.limits]
+            cpu_ms = 100
+            [tenants.acme.plugins.files]
+            dirs = [{ path = "/srv/acme", guest = "/data" }]
+            [tenants.globex]
+            sources = ["globex"]
+            needs_beyond_grants = "warn"
+        "#;
+        let file = parse(text).unwrap();
+        let [acme, globex] = file.tenants() else { panic!("two tenants") };
+        assert_eq!(acme.id, "acme");
+        assert_eq!(acme.sources, [PathBuf::from("/etc/capsule/acme"), PathBuf::from("/opt/shared/calc.wasm")]);
+        assert_eq!(acme.hosts, ["mcp.acme.example"]);
+        assert_eq!(acme.policy.needs(), NeedsMode::Refuse);
+        assert_eq!(globex.policy.needs(), NeedsMode::Warn);
+        let defaults = acme.policy.defaults();
+        assert_eq!((defaults.memory, defaults.cpu.as_millis()), (32 << 20, 100));
+        assert_eq!(globex.policy.defaults().cpu, Limits::default().cpu);
+    }
+
+    #[test]
+    fn bad_tenants_are_refused() {
+        for (text, expected) in [
+            ("[tenants.Acme]\nsources = [\"a\"]", "is not a tenant id"),
+            ("[tenants.\"a/b\"]\nsources = [\"a\"]", "is not a tenant id"),
+            ("[tenants.a]\nhosts = [\"x\"]", "no sources"),
+            ("[tenants.a]\nsources = [\"a\"]\nhosts = [\"x:80\"]", "bare host name"),
+            (
+                "[tenants.a]\nsources = [\"a\"]\nhosts = [\"x\"]\n[tenants.b]\nsources = [\"b\"]\nhosts = [\"X\"]",
+                "also tenant a's",
+            ),
+            ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.plugins.p]\nroots = true", "has no dirs"),
+            ("[tenants.a]\nsources = [\"a\"]\ncolour = 1", "unknown field"),
+            ("[plugins.p]\n[tenants.a]\nsources = [\"a\"]", "default tenant"),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_tenant_folder_serves_itself_by_default() {
+        let path = Path::new("/srv/tenants/acme/tenant.toml");
+        let tenant = TenantFile::parse("acme", None, path, Limits::default(), &LimitOverrides::default()).unwrap();
+        assert_eq!(tenant.sources, [PathBuf::from("/srv/tenants/acme/.")]);
+        let text = "hosts = [\"acme.test\"]\n[plugins.calc.limits]\nconcurrency = 2";
+        let tenant =
+            TenantFile::parse("acme", Some(text), path, Limits::default(), &LimitOverrides::default()).unwrap();
+        assert_eq!(tenant.hosts, ["acme.test"]);
+        assert!(TenantFile::parse("Acme", None, path, Limits::default(), &LimitOverrides::default()).is_err());
+    }
+}

@@ -1,0 +1,397 @@
+//! The tenants a server hosts, kept in step with their configuration.
+//!
+//! A tenant is an id, the host names routed to it, and its own [`Loader`] (sources, policy,
+//! catalog) and [`Shared`] (sessions, subscriptions, list-change notices): nothing of one
+//! tenant is reachable from another's. They come from the policy file's `[tenants.<id>]`
+//! tables and from the folders of a tenants directory; with neither, the server has one
+//! tenant, [`DEFAULT_TENANT`], serving the command line's plugins under the file's top-level
+//! policy.
+//!
+//! The registry publishes the set on a watch channel, like the loader publishes catalogs.
+//! Reading the configuration again (the file or the directory changed, or the operator asked)
+//! starts new tenants, reconfigures the others in place (their sessions and in-flight calls
+//! carry on) and drops removed ones: calls they are running finish on what they started
+//! with. A configuration that fails to parse changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::{Mutex, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status};
+use crate::mcp::{Shared, StateCodec};
+use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
+use crate::runtime::PluginRuntime;
+
+/// Why the tenants' configuration cannot be used.
+#[derive(Debug, Error)]
+pub enum TenantsError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("cannot read the tenants directory {path}: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("tenant {0} is configured twice (in the policy file and the tenants directory)")]
+    Duplicate(String),
+    #[error("no tenant {0}")]
+    Unknown(String),
+}
+
+/// Where the tenants' configuration comes from.
+#[derive(Debug, Clone, Default)]
+pub struct TenantsConfig {
+    /// The policy file.
+    pub policy: Option<PathBuf>,
+    /// A directory with one folder per tenant.
+    pub dir: Option<PathBuf>,
+    /// Limits given on the command line.
+    pub flags: LimitOverrides,
+    /// The command line's plugins: the default tenant's sources.
+    pub sources: Sources,
+    /// Watch plugin sources and the configuration for changes.
+    pub watch: bool,
+}
+
+/// One tenant, as it is being served.
+pub struct Tenant {
+    pub id: Arc<str>,
+    /// Host names (lowercase) whose `/mcp` requests are this tenant's.
+    pub hosts: Vec<String>,
+    pub loader: Arc<Loader>,
+    pub shared: Arc<Shared>,
+    /// Stops the tenant's watcher when it is removed.
+    stop: CancellationToken,
+}
+
+/// The tenants being served, by id.
+#[derive(Default)]
+pub struct TenantSet {
+    pub tenants: BTreeMap<Arc<str>, Arc<Tenant>>,
+}
+
+impl TenantSet {
+    /// The tenant a host name is routed to, if any.
+    pub fn by_host(&self, host: &str) -> Option<&Arc<Tenant>> {
+        self.tenants.values().find(|t| t.hosts.iter().any(|h| h == host))
+    }
+}
+
+/// One tenant's configuration, parsed.
+struct Spec {
+    id: String,
+    hosts: Vec<String>,
+    sources: Sources,
+    /// `None`: a default tenant without a policy file (nothing granted, default limits).
+    policy: Option<PolicyFile>,
+}
+
+/// Resolve a tenant's policy against this machine.
+fn resolve(policy: Option<PolicyFile>, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
+    match policy {
+        Some(file) => file.resolve(),
+        None => Ok(Policy::empty(Limits::default().with(flags).map_err(PolicyError::Flags)?)),
+    }
+}
+
+/// The server's tenants.
+pub struct Tenants {
+    runtime: PluginRuntime,
+    codec: StateCodec,
+    config: TenantsConfig,
+    stop: CancellationToken,
+    published: watch::Sender<Arc<TenantSet>>,
+    /// Why the configuration on disk is not the one in force, if it is not.
+    error: Mutex<Option<String>>,
+}
+
+impl Tenants {
+    /// Read the configuration and start every tenant. A configuration that cannot be read is
+    /// an error here (the server does not start); later it only keeps the one in force.
+    pub async fn start(
+        runtime: PluginRuntime,
+        codec: StateCodec,
+        config: TenantsConfig,
+        stop: CancellationToken,
+    ) -> Result<Arc<Tenants>, TenantsError> {
+        let specs = read(&config)?;
+        let tenants = Arc::new(Tenants {
+            runtime,
+            codec,
+            config,
+            stop,
+            published: watch::Sender::new(Arc::default()),
+            error: Mutex::new(None),
+        });
+        let mut set = TenantSet::default();
+        for Spec { id, hosts, sources, policy } in specs {
+            let policy = resolve(policy, &tenants.config.flags)?;
+            let tenant = tenants.start_one(id, hosts, sources, policy).await;
+            set.tenants.insert(tenant.id.clone(), tenant);
+        }
+        tenants.published.send_replace(Arc::new(set));
+        Ok(tenants)
+    }
+
+    async fn start_one(&self, id: String, hosts: Vec<String>, sources: Sources, policy: Policy) -> Arc<Tenant> {
+        let span = tracing::info_span!("tenant", id = %id);
+        let stop = self.stop.child_token();
+        let loader =
+            Loader::start(self.runtime.clone(), &id, sources, policy, stop.clone()).instrument(span.clone()).await;
+        let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id));
+        if self.config.watch
+            && let Err(e) = loader.watch().instrument(span).await
+        {
+            tracing::error!(tenant = %id, "cannot watch the plugin sources: {e}");
+        }
+        Arc::new(Tenant { id: id.into(), hosts, loader, shared, stop })
+    }
+
+    /// The tenants now.
+    pub fn current(&self) -> Arc<TenantSet> {
+        self.published.borrow().clone()
+    }
+
+    /// Follow the set of tenants.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<TenantSet>> {
+        self.published.subscribe()
+    }
+
+    /// One tenant, by id.
+    pub fn get(&self, id: &str) -> Result<Arc<Tenant>, TenantsError> {
+        self.current().tenants.get(id).cloned().ok_or_else(|| TenantsError::Unknown(id.into()))
+    }
+
+    /// The one tenant of a server that has exactly one.
+    pub fn only(&self) -> Option<Arc<Tenant>> {
+        let set = self.current();
+        (set.tenants.len() == 1).then(|| set.tenants.values().next().cloned()).flatten()
+    }
+
+    /// Why the configuration on disk is not in force, if it is not.
+    pub async fn error(&self) -> Option<String> {
+        self.error.lock().await.clone()
+    }
+
+    /// Read the configuration again: start new tenants, reconfigure the rest in place, drop
+    /// removed ones. Returns every tenant's status afterwards.
+    pub async fn reload(&self) -> Vec<Status> {
+        let mut error = self.error.lock().await;
+        let specs = match read(&self.config) {
+            Ok(specs) => {
+                *error = None;
+                specs
+            }
+            Err(e) => {
+                tracing::error!("{e}; keeping the tenants and policies in force");
+                *error = Some(e.to_string());
+                let mut statuses = Vec::new();
+                for tenant in self.current().tenants.values() {
+                    tenant.loader.policy_failed(e.to_string()).await;
+                    statuses.push(tenant.loader.status().await);
+                }
+                return statuses;
+            }
+        };
+        let old = self.current();
+        let mut set = TenantSet::default();
+        for Spec { id, hosts, sources, policy } in specs {
+            let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
+            let tenant = match (old.tenants.get(id.as_str()), policy) {
+                (Some(running), policy) => {
+                    running.loader.reconfigure(sources, policy).await;
+                    if running.hosts == hosts {
+                        running.clone()
+                    } else {
+                        let Tenant { id, loader, shared, stop, .. } = &**running;
+                        Arc::new(Tenant {
+                            id: id.clone(),
+                            hosts,
+                            loader: loader.clone(),
+                            shared: shared.clone(),
+                            stop: stop.clone(),
+                        })
+                    }
+                }
+                (None, Ok(policy)) => {
+                    tracing::info!(tenant = %id, "new tenant");
+                    self.start_one(id, hosts, sources, policy).await
+                }
+                (None, Err(e)) => {
+                    tracing::error!(tenant = %id, "tenant not started: {e}");
+                    *error = Some(e);
+                    continue;
+                }
+            };
+            set.tenants.insert(tenant.id.clone(), tenant);
+        }
+        for gone in old.tenants.values().filter(|t| !set.tenants.contains_key(&t.id)) {
+            tracing::info!(tenant = %gone.id, "tenant removed; its running calls finish");
+            gone.stop.cancel();
+        }
+        let mut statuses = Vec::new();
+        for tenant in set.tenants.values() {
+            statuses.push(tenant.loader.status().await);
+        }
+        self.published.send_replace(Arc::new(set));
+        statuses
+    }
+
+    /// Read one tenant's configuration again and reconfigure it (its sources are read again
+    /// too). A tenant the configuration no longer has is left to [`Tenants::reload`].
+    pub async fn reload_one(&self, id: &str) -> Result<Status, TenantsError> {
+        let tenant = self.get(id)?;
+        let spec = match read(&self.config) {
+            Ok(specs) => specs.into_iter().find(|s| s.id == id),
+            Err(e) => {
+                tracing::error!(tenant = %id, "{e}; keeping its policy in force");
+                tenant.loader.policy_failed(e.to_string()).await;
+                return Ok(tenant.loader.reload().await);
+            }
+        };
+        Ok(match spec {
+            Some(Spec { sources, policy, .. }) => {
+                let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
+                tenant.loader.reconfigure(sources, policy).await
+            }
+            None => tenant.loader.reload().await,
+        })
+    }
+
+    /// Watch the policy file and the tenants directory, and reload on every change to them,
+    /// until the server stops.
+    pub fn watch(self: &Arc<Self>) -> notify::Result<()> {
+        use notify::Watcher;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let config = self.config.clone();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event
+                && !event.kind.is_access()
+                && event.paths.iter().any(|p| is_configuration(&config, p))
+            {
+                let _ = tx.send(());
+            }
+        })?;
+        let mut watched = Vec::new();
+        if let Some(dir) = self.config.policy.as_deref().map(parent) {
+            watched.push((dir, notify::RecursiveMode::NonRecursive));
+        }
+        if let Some(dir) = &self.config.dir {
+            // A tenant's folder holds its `tenant.toml`: one level down matters.
+            watched.push((dir.clone(), notify::RecursiveMode::Recursive));
+        }
+        for (dir, mode) in &watched {
+            watcher.watch(dir, *mode)?;
+            tracing::info!("watching {} for configuration changes", dir.display());
+        }
+        let (tenants, stop) = (self.clone(), self.stop.clone());
+        tokio::spawn(async move {
+            let _watcher = watcher;
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    event = rx.recv() => if event.is_none() { return },
+                }
+                while tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_ok_and(|e| e.is_some()) {}
+                tenants.reload().await;
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The largest memory limit any tenant's policy grants: what each sandbox's memory slot
+/// must hold.
+pub fn max_memory(policy: Option<&Path>, dir: Option<&Path>, flags: &LimitOverrides) -> Result<usize, TenantsError> {
+    let config = TenantsConfig {
+        policy: policy.map(Path::to_path_buf),
+        dir: dir.map(Path::to_path_buf),
+        flags: *flags,
+        ..TenantsConfig::default()
+    };
+    let base = Limits::default().with(flags).map_err(PolicyError::Flags)?.memory;
+    Ok(read(&config)?.iter().filter_map(|s| s.policy.as_ref()).map(PolicyFile::max_memory).fold(base, usize::max))
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether a changed path is configuration: the policy file, a tenant's folder, or its
+/// `tenant.toml` (plugin files are the tenants' own watchers' business).
+fn is_configuration(config: &TenantsConfig, path: &Path) -> bool {
+    let same_file = |a: &Path, b: &Path| a.file_name() == b.file_name() && parent(a) == parent(b);
+    if config.policy.as_deref().is_some_and(|policy| same_file(policy, path)) {
+        return true;
+    }
+    let Some(dir) = &config.dir else { return false };
+    path.parent() == Some(dir.as_path())
+        || (path.file_name().is_some_and(|n| n == TENANT_FILE) && path.parent().and_then(Path::parent) == Some(dir))
+}
+
+/// Read every tenant's configuration (pure but for reading the files).
+fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
+    let base = Limits::default();
+    let mut file = match &config.policy {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.clone(), source })?;
+            Some(PolicyFile::parse(&text, path, base, &config.flags)?)
+        }
+        None => None,
+    };
+    let mut tenants: Vec<TenantFile> = file.as_mut().map(PolicyFile::take_tenants).unwrap_or_default();
+    if let Some(dir) = &config.dir {
+        for tenant in read_dir(dir, &config.flags)? {
+            if tenants.iter().any(|t| t.id == tenant.id) {
+                return Err(TenantsError::Duplicate(tenant.id));
+            }
+            tenants.push(tenant);
+        }
+        TenantFile::check_hosts(&tenants)?;
+    }
+    if tenants.is_empty() {
+        let sources = config.sources.clone();
+        return Ok(vec![Spec { id: DEFAULT_TENANT.into(), hosts: Vec::new(), sources, policy: file }]);
+    }
+    Ok(tenants
+        .into_iter()
+        .map(|t| {
+            let (dirs, files) = t.sources.into_iter().partition(|p| p.extension().is_none_or(|e| e != "wasm"));
+            Spec { id: t.id, hosts: t.hosts, sources: Sources { bundled: false, dirs, files }, policy: Some(t.policy) }
+        })
+        .collect())
+}
+
+/// The tenants of a tenants directory: one per folder, named by the folder.
+fn read_dir(dir: &Path, flags: &LimitOverrides) -> Result<Vec<TenantFile>, TenantsError> {
+    let failed = |source| TenantsError::Dir { path: dir.into(), source };
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(failed)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    let mut tenants = Vec::with_capacity(folders.len());
+    for folder in folders {
+        let id = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        // Hidden folders (editors' and tools') are not tenants.
+        if id.starts_with('.') {
+            continue;
+        }
+        let path = folder.join(TENANT_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(PolicyError::Read { path, source }.into()),
+        };
+        tenants.push(TenantFile::parse(&id, text.as_deref(), &path, Limits::default(), flags)?);
+    }
+    Ok(tenants)
+}

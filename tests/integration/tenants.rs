@@ -1,0 +1,210 @@
+//! Tenants: each with its own plugins, policy, catalog and sessions, routed by path or host
+//! name, and added, changed and removed while the server runs.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Admin, Client, StdioServer, plugins, scratch_dir};
+
+/// The names of the tools a client sees.
+async fn tool_names(client: &Client) -> Vec<String> {
+    let reply = client.modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let tools = reply.response(1)["result"]["tools"].as_array().cloned().unwrap_or_default();
+    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+}
+
+/// The HTTP status of a stateless `tools/list` at the client's URL.
+async fn list_status(client: &Client) -> u16 {
+    client.modern(1, "tools/list", json!({}), json!({})).await.status
+}
+
+/// A raw POST to `url` with `host` as its Host header.
+async fn post_as(url: &str, host: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", body["method"].as_str().unwrap_or_default())
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("send");
+    (response.status().as_u16(), response.text().await.unwrap_or_default())
+}
+
+fn tools_list() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}})
+}
+
+/// Two tenants' folders, one plugin each, and a policy file naming them.
+fn two_tenants(dir: &Path) -> std::path::PathBuf {
+    for (tenant, plugin) in [("acme", "calc"), ("globex", "textkit")] {
+        std::fs::create_dir_all(dir.join(tenant)).unwrap();
+        std::fs::copy(plugins().join(format!("{plugin}.wasm")), dir.join(tenant).join(format!("{plugin}.wasm")))
+            .unwrap();
+    }
+    let policy = dir.join("capsule.toml");
+    std::fs::write(
+        &policy,
+        "[tenants.acme]\nsources = [\"acme\"]\n[tenants.globex]\nsources = [\"globex\"]\nhosts = [\"globex.test\"]\n",
+    )
+    .unwrap();
+    policy
+}
+
+#[tokio::test]
+async fn tenants_see_only_their_own_plugins_and_sessions() {
+    let dir = scratch_dir("tenants-isolation");
+    let policy = two_tenants(&dir);
+    let (server, _admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
+    let base = format!("http://{}", server.authority());
+    let acme = Client::new(&format!("{base}/t/acme/mcp"));
+    let globex = Client::new(&format!("{base}/t/globex/mcp"));
+    let (acme_tools, globex_tools) = (tool_names(&acme).await, tool_names(&globex).await);
+    assert!(acme_tools.contains(&"add".to_owned()) && !acme_tools.iter().any(|t| globex_tools.contains(t)));
+    assert!(!globex_tools.is_empty() && !globex_tools.contains(&"add".to_owned()), "{globex_tools:?}");
+
+    // Another tenant's tool is unknown, not merely refused.
+    let call = acme.modern(2, "tools/call", json!({"name": globex_tools[0], "arguments": {}}), json!({})).await;
+    assert_eq!(call.response(2)["error"]["code"], -32602, "{}", call.body);
+
+    // An unknown tenant is 404; so is /mcp when no host name picks a tenant.
+    let nobody = Client::new(&format!("{base}/t/initech/mcp")).post(&tools_list()).await;
+    assert_eq!(nobody.status, 404, "{}", nobody.body);
+    assert_eq!(Client::new(&format!("{base}/mcp")).post(&tools_list()).await.status, 404);
+
+    // A tenant's host name routes /mcp to it, and is allowed without --allow-host.
+    let (status, body) = post_as(&format!("{base}/mcp"), "globex.test", &tools_list()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&globex_tools[0]) && !body.contains("\"add\""), "{body}");
+    let (status, _) = post_as(&format!("{base}/mcp"), "acme.test", &tools_list()).await;
+    assert_eq!(status, 403, "an unknown host name is still refused");
+
+    // A session belongs to the tenant that made it.
+    let mut legacy = Client::new(&format!("{base}/t/acme/mcp"));
+    legacy.initialize("2025-11-25", json!({})).await;
+    let sum = legacy.request(3, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}})).await;
+    assert_eq!(sum["result"]["isError"], false, "{sum}");
+    let mut stolen = Client::new(&format!("{base}/t/globex/mcp"));
+    stolen.session = legacy.session.clone();
+    stolen.version = legacy.version.clone();
+    let reply = stolen.post(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).await;
+    assert_eq!(reply.status, 404, "another tenant's session: {}", reply.body);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn tenants_come_and_go_with_the_policy_file() {
+    let dir = scratch_dir("tenants-reload");
+    let policy = two_tenants(&dir);
+    let (server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
+    let base = format!("http://{}", server.authority());
+    let acme = Client::new(&format!("{base}/t/acme/mcp"));
+    let mut session = Client::new(&format!("{base}/t/acme/mcp"));
+    session.initialize("2025-11-25", json!({})).await;
+
+    // Several tenants: the unscoped admin routes ask which one.
+    let (status, _) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+    assert_eq!(status, 409);
+    let (status, body) = admin.call(reqwest::Method::GET, "/t/globex/plugins", None).await;
+    assert_eq!((status, body["tenant"].as_str()), (200, Some("globex")), "{body}");
+
+    // globex leaves, initech arrives (sharing acme's plugin folder), acme is untouched.
+    std::fs::write(
+        &policy,
+        "[tenants.acme]\nsources = [\"acme\"]\n[tenants.initech]\nsources = [\"acme\"]\n\
+         [tenants.initech.limits]\nconcurrency = 4\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let initech = Client::new(&format!("{base}/t/initech/mcp"));
+    loop {
+        let gone = list_status(&Client::new(&format!("{base}/t/globex/mcp"))).await == 404;
+        let arrived = list_status(&initech).await == 200;
+        if gone && arrived {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tenants never changed; log:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(tool_names(&initech).await.contains(&"add".to_owned()));
+    let (_, tenants) = admin.call(reqwest::Method::GET, "/tenants", None).await;
+    let ids: Vec<&str> = tenants["tenants"].as_array().unwrap().iter().filter_map(|t| t["tenant"].as_str()).collect();
+    assert_eq!(ids, ["acme", "initech"], "{tenants}");
+    // acme's session survived the reconfiguration.
+    let sum = session.request(5, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+    assert_eq!(sum["result"]["isError"], false, "{sum}");
+    assert!(tool_names(&acme).await.contains(&"add".to_owned()));
+
+    // A broken file changes nothing, and says why.
+    std::fs::write(&policy, "[tenants.acme]\nsources = [\"acme\"]\ncolour = 1\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, tenants) = admin.call(reqwest::Method::GET, "/tenants", None).await;
+        if tenants["error"].as_str().is_some_and(|e| e.contains("unknown field")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the broken file never showed: {tenants}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(list_status(&initech).await, 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_tenants_directory_serves_one_tenant_per_folder() {
+    let dir = scratch_dir("tenants-dir");
+    let tenants = dir.join("tenants");
+    for (tenant, plugin) in [("north", "calc"), ("south", "textkit")] {
+        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
+        std::fs::copy(plugins().join(format!("{plugin}.wasm")), tenants.join(tenant).join(format!("{plugin}.wasm")))
+            .unwrap();
+    }
+    std::fs::write(tenants.join("south").join("tenant.toml"), "hosts = [\"south.test\"]\n").unwrap();
+    let (server, _admin) = Admin::serve(&dir, &["--tenants", tenants.to_str().unwrap()]);
+    let base = format!("http://{}", server.authority());
+    assert!(tool_names(&Client::new(&format!("{base}/t/north/mcp"))).await.contains(&"add".to_owned()));
+    let (status, body) = post_as(&format!("{base}/mcp"), "south.test", &tools_list()).await;
+    assert!(status == 200 && !body.contains("\"add\""), "{status} {body}");
+
+    // A new folder is a new tenant (made beside, then moved in whole, as operators should).
+    std::fs::create_dir_all(dir.join("east")).unwrap();
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("east").join("calc.wasm")).unwrap();
+    std::fs::rename(dir.join("east"), tenants.join("east")).unwrap();
+    let east = Client::new(&format!("{base}/t/east/mcp"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while list_status(&east).await != 200 || !tool_names(&east).await.contains(&"add".to_owned()) {
+        assert!(Instant::now() < deadline, "the new tenant never appeared; log:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn stdio_serves_the_tenant_it_is_told_to() {
+    let dir = scratch_dir("tenants-stdio");
+    let policy = two_tenants(&dir);
+    let mut server =
+        StdioServer::start_with(&["--config", policy.to_str().unwrap(), "--tenant", "globex", "--no-watch"]);
+    server.initialize("2025-11-25");
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let tools = server.read();
+    assert!(!tools["result"]["tools"].as_array().unwrap().is_empty() && !tools.to_string().contains("\"add\""));
+    server.finish();
+    // Several tenants and none named: refused at start, never a guess.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio", "--no-watch", "--config", policy.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
