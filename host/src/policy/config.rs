@@ -232,11 +232,6 @@ impl PolicyFile {
         self.tenants.iter().map(|t| t.policy.max_memory()).fold(own, usize::max)
     }
 
-    /// The tenants the file configures (none: the server has one default tenant).
-    pub fn tenants(&self) -> &[TenantFile] {
-        &self.tenants
-    }
-
     /// Take the file's tenants out of it.
     pub fn take_tenants(&mut self) -> Vec<TenantFile> {
         std::mem::take(&mut self.tenants)

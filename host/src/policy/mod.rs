@@ -29,7 +29,7 @@ pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
 pub use net::{HostRule, HostRuleError};
-pub use tenants::{TENANT_FILE, TenantFile, check_id as check_tenant_id};
+pub use tenants::{TENANT_FILE, TenantFile};
 
 /// What one plugin is granted. Built from the policy file; immutable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

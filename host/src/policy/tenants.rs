@@ -49,7 +49,7 @@ pub struct TenantFile {
 
 /// Whether `id` can name a tenant: 1 to 63 lowercase letters, digits, `-` and `_`, starting
 /// with a letter or digit (it is a URL path segment and a label in logs).
-pub fn check_id(id: &str) -> Result<(), String> {
+fn check_id(id: &str) -> Result<(), String> {
     let mut chars = id.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
@@ -164,8 +164,8 @@ mod tests {
             sources = ["globex"]
             needs_beyond_grants = "warn"
         "#;
-        let file = parse(text).unwrap();
-        let [acme, globex] = file.tenants() else { panic!("two tenants") };
+        let mut file = parse(text).unwrap();
+        let [acme, globex] = &file.take_tenants()[..] else { panic!("two tenants") };
         assert_eq!(acme.id, "acme");
         assert_eq!(acme.sources, [PathBuf::from("/etc/capsule/acme"), PathBuf::from("/opt/shared/calc.wasm")]);
         assert_eq!(acme.hosts, ["mcp.acme.example"]);
