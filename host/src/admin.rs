@@ -156,11 +156,7 @@ fn tenant(tenants: &Tenants, params: &HashMap<String, String>) -> Result<Arc<Ten
 }
 
 async fn tenants_list(State(tenants): State<Arc<Tenants>>) -> Response {
-    let mut statuses = Vec::new();
-    for tenant in tenants.current().tenants.values() {
-        statuses.push(tenant.loader.status().await);
-    }
-    Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
+    Json(json!({"error": tenants.error().await, "tenants": tenants.statuses().await})).into_response()
 }
 
 async fn tenants_reload(State(tenants): State<Arc<Tenants>>) -> Response {

@@ -8,11 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::loader::{DEFAULT_TENANT, PolicySource, Sources};
+use crate::loader::{PolicySource, Sources};
 use crate::mcp::StateCodec;
 use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
-use crate::tenants::{self, Tenants, TenantsConfig};
+use crate::tenants::{Configuration, Tenants, TenantsConfig};
 use crate::transport::http::HttpOptions;
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
@@ -300,31 +300,31 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     let flags = args.limits.overrides();
-    // The sandbox slots are sized once, for the largest memory limit at start.
-    let max_memory = match args.limits.max_memory {
-        Some(mib) => (mib as usize) << 20,
-        None => tenants::max_memory(args.config.as_deref(), args.tenants.as_deref(), &flags)?,
-    };
-    let config = RuntimeConfig {
-        compile_cache,
-        max_memory,
-        max_instances: args.limits.max_instances,
-        ..RuntimeConfig::default()
-    };
-    let runtime = PluginRuntime::new(config)?;
     let sources = Sources {
         bundled: args.plugin_dirs.is_empty() && args.plugin_files.is_empty(),
         dirs: args.plugin_dirs.clone(),
         files: args.plugin_files.clone(),
     };
-    let codec = state_codec(args.state_key_file.as_deref())?;
-    let shutdown = CancellationToken::new();
     let config =
         TenantsConfig { policy: args.config.clone(), dir: args.tenants.clone(), flags, sources, watch: !args.no_watch };
-    let tenants = Tenants::start(runtime, codec, config, shutdown.clone()).await?;
+    let configuration = Configuration::read(&config)?;
+    // The sandbox slots are sized once, for the largest memory limit at start.
+    let max_memory = match args.limits.max_memory {
+        Some(mib) => (mib as usize) << 20,
+        None => configuration.max_memory(&flags)?,
+    };
+    let runtime_config = RuntimeConfig {
+        compile_cache,
+        max_memory,
+        max_instances: args.limits.max_instances,
+        ..RuntimeConfig::default()
+    };
+    let runtime = PluginRuntime::new(runtime_config)?;
+    let codec = state_codec(args.state_key_file.as_deref())?;
+    let shutdown = CancellationToken::new();
+    let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone()).await?;
     let set = tenants.current();
-    let configured = set.tenants.len() > 1 || !set.tenants.contains_key(DEFAULT_TENANT);
-    if configured && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
+    if set.default_tenant().is_none() && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
         bail!(
             "--plugins and --plugin name the default tenant's plugins; with tenants configured, each names its own sources"
         );

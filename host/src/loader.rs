@@ -133,7 +133,7 @@ pub enum ControlError {
     Failed { name: String, reason: String },
 }
 
-/// Where the policy comes from, so a reload can read it again.
+/// Where a plugin's policy comes from when `capsule check` judges it.
 #[derive(Debug, Clone)]
 pub struct PolicySource {
     /// The policy file, if any.
@@ -147,7 +147,7 @@ impl PolicySource {
     pub fn read(&self) -> Result<Policy, crate::policy::PolicyError> {
         match &self.path {
             Some(path) => Policy::open(path, Limits::default(), &self.flags),
-            None => Ok(Policy::empty(Limits::default().with(&self.flags).map_err(crate::policy::PolicyError::Flags)?)),
+            None => Policy::empty(&self.flags),
         }
     }
 }
@@ -371,8 +371,7 @@ impl Loader {
                     }
                     event = rx.recv() => if event.is_none() { return },
                 }
-                // A copy or build writes a file in several steps: wait for quiet, then reload once.
-                while tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_ok_and(|e| e.is_some()) {}
+                settle(&mut rx).await;
                 loader.reload().await;
             }
         });
@@ -399,6 +398,12 @@ impl Loader {
         *watched = wanted;
         Ok(())
     }
+}
+
+/// Wait until a watcher's events stop for 50 ms: a copy or a build writes a file in several
+/// steps, and one reload after the last is enough.
+pub(crate) async fn settle(events: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
+    while tokio::time::timeout(Duration::from_millis(50), events.recv()).await.is_ok_and(|e| e.is_some()) {}
 }
 
 /// Load (or reuse) one plugin under its grants, and hold its declared needs to them. The

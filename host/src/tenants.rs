@@ -16,14 +16,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use thiserror::Error;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status};
+use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status, settle};
 use crate::mcp::{Shared, StateCodec};
 use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
@@ -74,6 +73,11 @@ pub struct TenantSet {
 }
 
 impl TenantSet {
+    /// The default tenant, when it is the only one: no tenants are configured.
+    pub fn default_tenant(&self) -> Option<&Arc<Tenant>> {
+        self.tenants.get(DEFAULT_TENANT).filter(|_| self.tenants.len() == 1)
+    }
+
     /// The tenant a host name is routed to, if any.
     pub fn by_host(&self, host: &str) -> Option<&Arc<Tenant>> {
         self.tenants.values().find(|t| t.hosts.iter().any(|h| h == host))
@@ -93,7 +97,25 @@ struct Spec {
 fn resolve(policy: Option<PolicyFile>, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
     match policy {
         Some(file) => file.resolve(),
-        None => Ok(Policy::empty(Limits::default().with(flags).map_err(PolicyError::Flags)?)),
+        None => Policy::empty(flags),
+    }
+}
+
+/// Every tenant's configuration as read, before any tenant starts: the engine is sized from
+/// it ([`Configuration::max_memory`]), then the tenants start on it.
+pub struct Configuration(Vec<Spec>);
+
+impl Configuration {
+    /// Read the policy file and the tenants directory.
+    pub fn read(config: &TenantsConfig) -> Result<Configuration, TenantsError> {
+        read(config).map(Configuration)
+    }
+
+    /// The largest memory limit any tenant's policy grants: what each sandbox's memory slot
+    /// must hold.
+    pub fn max_memory(&self, flags: &LimitOverrides) -> Result<usize, TenantsError> {
+        let base = Limits::default().with(flags).map_err(PolicyError::Flags)?.memory;
+        Ok(self.0.iter().filter_map(|s| s.policy.as_ref()).map(PolicyFile::max_memory).fold(base, usize::max))
     }
 }
 
@@ -109,15 +131,16 @@ pub struct Tenants {
 }
 
 impl Tenants {
-    /// Read the configuration and start every tenant. A configuration that cannot be read is
-    /// an error here (the server does not start); later it only keeps the one in force.
+    /// Start every tenant of `read` (the configuration `config` names, as read at start). A
+    /// policy that cannot be resolved is an error here (the server does not start); later it
+    /// only keeps the one in force.
     pub async fn start(
         runtime: PluginRuntime,
         codec: StateCodec,
         config: TenantsConfig,
+        Configuration(specs): Configuration,
         stop: CancellationToken,
     ) -> Result<Arc<Tenants>, TenantsError> {
-        let specs = read(&config)?;
         let tenants = Arc::new(Tenants {
             runtime,
             codec,
@@ -176,6 +199,15 @@ impl Tenants {
         self.error.lock().await.clone()
     }
 
+    /// Every tenant's status.
+    pub async fn statuses(&self) -> Vec<Status> {
+        let mut statuses = Vec::new();
+        for tenant in self.current().tenants.values() {
+            statuses.push(tenant.loader.status().await);
+        }
+        statuses
+    }
+
     /// Read the configuration again: start new tenants, reconfigure the rest in place, drop
     /// removed ones. Returns every tenant's status afterwards.
     pub async fn reload(&self) -> Vec<Status> {
@@ -188,12 +220,10 @@ impl Tenants {
             Err(e) => {
                 tracing::error!("{e}; keeping the tenants and policies in force");
                 *error = Some(e.to_string());
-                let mut statuses = Vec::new();
                 for tenant in self.current().tenants.values() {
                     tenant.loader.policy_failed(e.to_string()).await;
-                    statuses.push(tenant.loader.status().await);
                 }
-                return statuses;
+                return self.statuses().await;
             }
         };
         let old = self.current();
@@ -232,12 +262,8 @@ impl Tenants {
             tracing::info!(tenant = %gone.id, "tenant removed; its running calls finish");
             gone.stop.cancel();
         }
-        let mut statuses = Vec::new();
-        for tenant in set.tenants.values() {
-            statuses.push(tenant.loader.status().await);
-        }
         self.published.send_replace(Arc::new(set));
-        statuses
+        self.statuses().await
     }
 
     /// Read one tenant's configuration again and reconfigure it (its sources are read again
@@ -295,25 +321,12 @@ impl Tenants {
                     () = stop.cancelled() => return,
                     event = rx.recv() => if event.is_none() { return },
                 }
-                while tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_ok_and(|e| e.is_some()) {}
+                settle(&mut rx).await;
                 tenants.reload().await;
             }
         });
         Ok(())
     }
-}
-
-/// The largest memory limit any tenant's policy grants: what each sandbox's memory slot
-/// must hold.
-pub fn max_memory(policy: Option<&Path>, dir: Option<&Path>, flags: &LimitOverrides) -> Result<usize, TenantsError> {
-    let config = TenantsConfig {
-        policy: policy.map(Path::to_path_buf),
-        dir: dir.map(Path::to_path_buf),
-        flags: *flags,
-        ..TenantsConfig::default()
-    };
-    let base = Limits::default().with(flags).map_err(PolicyError::Flags)?.memory;
-    Ok(read(&config)?.iter().filter_map(|s| s.policy.as_ref()).map(PolicyFile::max_memory).fold(base, usize::max))
 }
 
 fn parent(path: &Path) -> PathBuf {

@@ -195,10 +195,7 @@ async fn live_sessions_are_capped() {
     first.initialize("2025-11-25", json!({})).await;
     let mut second = Client::new(&server.url);
     second.initialize("2025-11-25", json!({})).await;
-    let third = Client::new(&server.url)
-        .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .await;
+    let third = Client::new(&server.url).try_initialize("2025-11-25", json!({})).await;
     assert_eq!(third.status, 503, "{}", third.body);
     assert!(third.messages[0]["error"]["message"].as_str().unwrap().contains("limit"), "{}", third.body);
     // Existing sessions and stateless clients are unaffected.

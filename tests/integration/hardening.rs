@@ -350,14 +350,7 @@ async fn concurrent_initializes_respect_the_session_cap() {
     let server = Server::http(&["--max-sessions", "3", "--no-watch"]);
     let attempts = (0..40).map(|_| {
         let client = Client::new(&server.url);
-        tokio::spawn(async move {
-            client
-                .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-11-25", "capabilities": {},
-                    "clientInfo": {"name": "capsule-tests", "version": "1"}}}))
-                .await
-                .status
-        })
+        tokio::spawn(async move { client.try_initialize("2025-11-25", json!({})).await.status })
     });
     let statuses: Vec<u16> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
     let admitted = statuses.iter().filter(|&&s| s == 200).count();

@@ -266,13 +266,17 @@ impl Client {
         self.post_raw(message.to_string(), &[]).await
     }
 
+    /// An `initialize` request (id 0) at `version`, answered however the server answers it.
+    pub async fn try_initialize(&self, version: &str, capabilities: Value) -> Reply {
+        self.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": {"name": "capsule-tests", "version": "1"}}}))
+            .await
+    }
+
     /// `initialize` + `notifications/initialized` at `version`; keeps the session id.
     pub async fn initialize(&mut self, version: &str, capabilities: Value) -> Value {
-        let reply = self
-            .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": version, "capabilities": capabilities,
-                "clientInfo": {"name": "capsule-tests", "version": "1"}}}))
-            .await;
+        let reply = self.try_initialize(version, capabilities).await;
         assert_eq!(reply.status, 200, "initialize failed: {}", reply.body);
         self.session = reply.headers.get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
         let result = reply.response(0)["result"].clone();

@@ -475,10 +475,7 @@ async fn connections_and_sessions_per_address_are_capped() {
     first.initialize("2025-06-18", json!({})).await;
     let mut second = Client::new(&server.url);
     second.initialize("2025-06-18", json!({})).await;
-    let third = Client::new(&server.url)
-        .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .await;
+    let third = Client::new(&server.url).try_initialize("2025-06-18", json!({})).await;
     assert_eq!(third.status, 503, "{}", third.body);
     assert!(third.body.contains("address"), "{}", third.body);
     // Ending one makes room.

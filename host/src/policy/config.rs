@@ -93,9 +93,11 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// No policy file: nothing granted to anyone, `defaults` for every plugin.
-    pub fn empty(defaults: Limits) -> Policy {
-        Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() }
+    /// No policy file: nothing granted to anyone, and for every plugin the default limits
+    /// with the command line's `flags` over them.
+    pub fn empty(flags: &LimitOverrides) -> Result<Policy, PolicyError> {
+        let defaults = Limits::default().with(flags).map_err(PolicyError::Flags)?;
+        Ok(Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() })
     }
 
     /// Read a policy file. `base` is the limits before the file's `[limits]`; `flags` are

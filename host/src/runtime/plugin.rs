@@ -142,11 +142,6 @@ impl Plugin {
         &self.name
     }
 
-    /// The tenant it is loaded for.
-    pub fn tenant(&self) -> &str {
-        &self.tenant
-    }
-
     /// The SHA-256 of the component, in hex: which version of the plugin this is.
     pub fn digest(&self) -> &str {
         &self.digest

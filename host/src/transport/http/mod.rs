@@ -36,7 +36,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
-use crate::loader::DEFAULT_TENANT;
 use crate::mcp::CapsuleServer;
 use crate::tenants::{Tenant, TenantSet, Tenants};
 pub use listener::ConnectionLimits;
@@ -226,18 +225,18 @@ fn declared(headers: &axum::http::HeaderMap) -> Result<Option<&str>, &'static st
 /// tenant, that one.
 async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    let host = checks::host(request.headers()).map(|h| checks::bare_host(h.host()));
-    let tenant = match host.as_deref().ok().and_then(|h| set.by_host(h)) {
-        Some(tenant) => tenant,
-        None => match set.tenants.get(DEFAULT_TENANT) {
-            Some(tenant) if set.tenants.len() == 1 => tenant,
-            _ => return checked(&door, &set, &request).unwrap_or_else(|| text(404, "Not Found: no such tenant")),
-        },
-    };
     if let Some(refused) = checked(&door, &set, &request) {
         return refused;
     }
-    handle(&door, door.endpoint(tenant), request).await
+    // The default tenant has no host names: only configured tenants are routed by Host.
+    let tenant = set.default_tenant().or_else(|| {
+        let host = checks::host(request.headers()).ok()?;
+        set.by_host(&checks::bare_host(host.host()))
+    });
+    match tenant {
+        Some(tenant) => handle(&door, door.endpoint(tenant), request).await,
+        None => text(404, "Not Found: no such tenant"),
+    }
 }
 
 /// `/t/{tenant}/mcp`.
