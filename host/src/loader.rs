@@ -20,8 +20,8 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, Offerings, Published, Publisher};
-use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy};
-use crate::runtime::{Plugin, PluginRuntime, digest};
+use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy, QuotaOverrides};
+use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 
 /// What to serve: the bundled examples, plugin directories, and single plugin files.
 #[derive(Debug, Clone, Default)]
@@ -115,8 +115,12 @@ pub struct Status {
     pub policy: Option<PathBuf>,
     /// Why the policy file on disk is not the one in force, if it is not.
     pub policy_error: Option<String>,
-    /// Plugin instances alive: one per call in progress, zero at rest.
+    /// Plugin instances alive in the whole server: one per call in progress, zero at rest.
     pub live_instances: usize,
+    /// The tenant's quotas, as written.
+    pub quotas: QuotaOverrides,
+    /// What the tenant uses of them now.
+    pub usage: Usage,
     pub plugins: Vec<PluginStatus>,
 }
 
@@ -166,7 +170,8 @@ struct State {
 /// Keeps one tenant's catalog in step with its sources and its policy.
 pub struct Loader {
     runtime: PluginRuntime,
-    tenant: Arc<str>,
+    /// The tenant, and what it uses of its quotas.
+    account: Arc<Account>,
     publisher: Publisher,
     /// Held for a whole reload: reloads (watcher and operator) never interleave.
     state: Mutex<State>,
@@ -185,14 +190,15 @@ impl Loader {
         policy: Policy,
         stop: CancellationToken,
     ) -> Arc<Loader> {
+        let account = Account::new(tenant, policy.quotas());
         let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
-        let (catalog, plugins) = build(&runtime, tenant, found, &policy, &Catalog::default()).await;
+        let (catalog, plugins) = build(&runtime, &account, found, &policy, &Catalog::default()).await;
         let state =
             State { sources, added: Vec::new(), policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
         let publisher = Publisher::new(catalog);
         let loader = Arc::new(Loader {
             runtime,
-            tenant: tenant.into(),
+            account,
             publisher,
             state: Mutex::new(state),
             rewatch: tokio::sync::Notify::new(),
@@ -243,6 +249,11 @@ impl Loader {
         self.publisher.publish(new);
     }
 
+    /// The tenant's account: its quotas and what it uses of them.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.account
+    }
+
     /// The catalogs this loader publishes, for a server to serve.
     pub fn subscribe(&self) -> Published {
         self.publisher.subscribe()
@@ -256,10 +267,12 @@ impl Loader {
 
     fn status_of(&self, state: &State) -> Status {
         Status {
-            tenant: self.tenant.to_string(),
+            tenant: self.account.tenant().to_string(),
             policy: state.policy.source().map(Path::to_path_buf),
             policy_error: state.policy_error.clone(),
             live_instances: self.runtime.live_instances(),
+            quotas: state.policy.quotas().written(),
+            usage: self.account.usage(),
             plugins: state.plugins.clone(),
         }
     }
@@ -282,11 +295,12 @@ impl Loader {
         let mut state = self.state.lock().await;
         match policy {
             Ok(policy) => {
+                self.account.set(policy.quotas());
                 state.policy = policy;
                 state.policy_error = None;
             }
             Err(e) => {
-                tracing::error!(tenant = %self.tenant, "{e}; keeping the policy in force");
+                tracing::error!(tenant = %self.account.tenant(), "{e}; keeping the policy in force");
                 state.policy_error = Some(e);
             }
         }
@@ -340,7 +354,7 @@ impl Loader {
     async fn reload_locked(&self, state: &mut State) {
         let old = self.publisher.current();
         let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
-        let (new, plugins) = build(&self.runtime, &self.tenant, found, &state.policy, &old).await;
+        let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old).await;
         state.plugins = plugins;
         // Publish even when no list changed: a new version may behave differently behind the
         // same definitions, and new calls must get it. Servers tell their clients what changed.
@@ -365,7 +379,7 @@ impl Loader {
                     () = loader.stop.cancelled() => return,
                     () = loader.rewatch.notified() => {
                         if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
-                            tracing::error!(tenant = %loader.tenant, "cannot watch the plugin sources: {e}");
+                            tracing::error!(tenant = %loader.account.tenant(), "cannot watch the plugin sources: {e}");
                         }
                         continue;
                     }
@@ -393,7 +407,7 @@ impl Loader {
         }
         for dir in wanted.iter().filter(|d| !watched.contains(d)) {
             watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
-            tracing::info!(tenant = %self.tenant, "watching {} for plugin changes", dir.display());
+            tracing::info!(tenant = %self.account.tenant(), "watching {} for plugin changes", dir.display());
         }
         *watched = wanted;
         Ok(())
@@ -410,7 +424,7 @@ pub(crate) async fn settle(events: &mut tokio::sync::mpsc::UnboundedReceiver<()>
 /// second value lists needs beyond the grants that were only warned about.
 async fn load_one(
     runtime: &PluginRuntime,
-    tenant: &str,
+    account: &Arc<Account>,
     policy: &Policy,
     name: &str,
     (bytes, sha256): (Arc<[u8]>, String),
@@ -423,7 +437,7 @@ async fn load_one(
             runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
             Arc::new(same.with_grants(grants).map_err(|e| e.to_string())?)
         }
-        None => Arc::new(runtime.load(tenant, name, bytes, grants).await.map_err(|e| e.to_string())?),
+        None => Arc::new(runtime.load(account, name, bytes, grants).await.map_err(|e| e.to_string())?),
     };
     let beyond = plugin.needs().map(|needs| needs.beyond(plugin.grants())).unwrap_or_default();
     if !beyond.is_empty() && policy.needs_mode() == NeedsMode::Refuse {
@@ -491,7 +505,8 @@ pub async fn admit(
     bytes: Arc<[u8]>,
 ) -> Result<(Arc<Offerings>, Vec<String>), String> {
     let sha256 = digest(&bytes);
-    let (plugin, beyond) = load_one(runtime, DEFAULT_TENANT, policy, name, (bytes, sha256), None).await?;
+    let account = Account::new(DEFAULT_TENANT, policy.quotas());
+    let (plugin, beyond) = load_one(runtime, &account, policy, name, (bytes, sha256), None).await?;
     let offered = offerings_of(plugin, &Catalog::default()).await?;
     Catalog::build(vec![offered.clone()]).map_err(|e| e.to_string())?;
     Ok((offered, beyond))
@@ -516,7 +531,7 @@ async fn offerings_of(plugin: Arc<Plugin>, previous: &Catalog) -> Result<Arc<Off
 /// tool, prompt or resource; it is refused instead, with the reason in its status.
 async fn build(
     runtime: &PluginRuntime,
-    tenant: &str,
+    account: &Arc<Account>,
     found: Vec<Candidate>,
     policy: &Policy,
     previous: &Catalog,
@@ -530,7 +545,7 @@ async fn build(
     for (at, Candidate { name, source, bytes }) in ordered {
         let earlier = previous.offerings().iter().find(|o| o.plugin().name() == name);
         let fresh = match bytes {
-            Ok(bytes) => load_one(runtime, tenant, policy, &name, bytes, earlier.map(|o| o.plugin())).await,
+            Ok(bytes) => load_one(runtime, account, policy, &name, bytes, earlier.map(|o| o.plugin())).await,
             Err(e) => Err(e),
         };
         let fresh = match fresh {

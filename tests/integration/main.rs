@@ -10,6 +10,7 @@ mod conformance;
 mod hardening;
 mod hotswap;
 mod protocol;
+mod quotas;
 mod sandbox;
 mod support;
 mod tenants;

@@ -51,6 +51,9 @@ impl CapsuleServer {
             ));
         };
         let failed = |message: String| Ok(Reply::Tool(ToolReply::error(message)));
+        if let Err(quota) = entry.plugin.account().take(cx.caller(), &params.name) {
+            return failed(quota.to_string());
+        }
         let text = params.arguments.map_or("{}", RawValue::get);
         let arguments: Value = serde_json::from_str(text)
             .map_err(|e| ErrorData::invalid_params(format!("Invalid params: arguments: {e}"), None))?;
@@ -229,6 +232,7 @@ impl CapsuleServer {
             value: &params.argument.value,
             context: &context,
         };
+        let _call = plugin.account().call().map_err(|e| call_error(&plugin, e.into()))?;
         let client = input::plugin_capabilities(cx.client.as_ref());
         let request = wit::RequestContext { client, responses: Vec::new(), state: None };
         let Round::Done(result) =

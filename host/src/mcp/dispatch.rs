@@ -294,6 +294,7 @@ impl CapsuleServer {
             log_level: meta.log_level(),
             cancelled: front.cancelled.clone(),
             link: front.link.clone(),
+            principal: front.origin.principal.clone(),
         })
     }
 

@@ -72,17 +72,21 @@ pub struct Origin {
     /// The HTTP session it belongs to (`Mcp-Session-Id`); none over stdio, where the
     /// connection is the session, and none for 2026-07-28 requests, which have no session.
     pub session: Option<Arc<str>>,
+    /// Who sent it, when the transport authenticated the sender; `None` is an anonymous
+    /// caller (stdio, or HTTP without authentication), and all of those are one caller to
+    /// per-caller quotas.
+    pub principal: Option<Arc<str>>,
 }
 
 impl Origin {
     /// A request over stdio.
     pub fn stdio() -> Origin {
-        Origin { transport: Transport::Stdio, session: None }
+        Origin { transport: Transport::Stdio, session: None, principal: None }
     }
 
     /// A request over HTTP, in `session` if it has one.
     pub fn http(session: Option<Arc<str>>) -> Origin {
-        Origin { transport: Transport::Http, session }
+        Origin { transport: Transport::Http, session, principal: None }
     }
 }
 
@@ -115,9 +119,16 @@ pub struct RequestCx {
     pub cancelled: CancellationToken,
     /// The way back to the client.
     pub link: Arc<dyn ClientLink>,
+    /// Who sent it ([`Origin::principal`]).
+    pub principal: Option<Arc<str>>,
 }
 
 impl RequestCx {
+    /// The caller, as per-caller quotas count it: anonymous callers are one.
+    pub fn caller(&self) -> &str {
+        self.principal.as_deref().unwrap_or("")
+    }
+
     /// A 2026-07-28 (stateless) request.
     pub fn is_modern(&self) -> bool {
         self.at_least(&ProtocolVersion::V_2026_07_28)

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::tenants::{TenantEntry, TenantFile};
-use super::{DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, Secret};
+use super::{DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, Secret};
 
 /// Why a policy file cannot be used. The server refuses to start with one (and a reload
 /// keeps the previous policy).
@@ -29,6 +29,8 @@ pub enum PolicyError {
     Plugin { path: PathBuf, plugin: String, message: String },
     #[error("policy file {path}: [limits]: {message}")]
     Limits { path: PathBuf, message: String },
+    #[error("policy file {path}: [quotas]: {message}")]
+    Quotas { path: PathBuf, message: String },
     #[error("command-line limits: {0}")]
     Flags(String),
     #[error("{path}: tenant {tenant}: {message}")]
@@ -42,6 +44,8 @@ struct File {
     needs_beyond_grants: NeedsMode,
     #[serde(default)]
     limits: LimitOverrides,
+    #[serde(default)]
+    quotas: QuotaOverrides,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
     #[serde(default)]
@@ -89,6 +93,7 @@ pub struct Policy {
     source: Option<PathBuf>,
     defaults: Limits,
     needs: NeedsMode,
+    quotas: Quotas,
     plugins: BTreeMap<String, Arc<Grants>>,
 }
 
@@ -97,7 +102,13 @@ impl Policy {
     /// with the command line's `flags` over them.
     pub fn empty(flags: &LimitOverrides) -> Result<Policy, PolicyError> {
         let defaults = Limits::default().with(flags).map_err(PolicyError::Flags)?;
-        Ok(Policy { source: None, defaults, needs: NeedsMode::default(), plugins: BTreeMap::new() })
+        Ok(Policy {
+            source: None,
+            defaults,
+            needs: NeedsMode::default(),
+            quotas: Quotas::default(),
+            plugins: BTreeMap::new(),
+        })
     }
 
     /// Read a policy file. `base` is the limits before the file's `[limits]`; `flags` are
@@ -131,6 +142,11 @@ impl Policy {
         self.needs
     }
 
+    /// The tenant's quotas.
+    pub fn quotas(&self) -> Quotas {
+        self.quotas
+    }
+
     /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
     pub fn max_memory(&self) -> usize {
         self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max)
@@ -143,6 +159,7 @@ pub struct PolicyFile {
     path: PathBuf,
     defaults: Limits,
     needs: NeedsMode,
+    quotas: Quotas,
     plugins: BTreeMap<String, PluginGrants>,
     tenants: Vec<TenantFile>,
 }
@@ -171,6 +188,9 @@ impl PolicyFile {
             .map_err(|message| PolicyError::Limits { path: path.into(), message })?
             .with(flags)
             .map_err(PolicyError::Flags)?;
+        let quotas = Quotas::default()
+            .with(&file.quotas)
+            .map_err(|message| PolicyError::Quotas { path: path.into(), message })?;
         if !file.tenants.is_empty()
             && let Some(plugin) = file.plugins.keys().next()
         {
@@ -185,10 +205,11 @@ impl PolicyFile {
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let mut tenants = Vec::with_capacity(file.tenants.len());
         for (id, entry) in file.tenants {
-            tenants.push(entry.check(&id, path, base_dir, defaults, file.needs_beyond_grants)?);
+            tenants.push(entry.check(&id, path, base_dir, (defaults, quotas), file.needs_beyond_grants)?);
         }
         TenantFile::check_hosts(&tenants)?;
-        let mut policy = PolicyFile::of_plugins(path, base_dir, defaults, file.needs_beyond_grants, file.plugins)?;
+        let mut policy =
+            PolicyFile::of_plugins(path, base_dir, (defaults, quotas), file.needs_beyond_grants, file.plugins)?;
         policy.tenants = tenants;
         Ok(policy)
     }
@@ -197,7 +218,7 @@ impl PolicyFile {
     pub(super) fn of_plugins(
         path: &Path,
         base_dir: &Path,
-        defaults: Limits,
+        (defaults, quotas): (Limits, Quotas),
         needs: NeedsMode,
         entries: BTreeMap<String, PluginEntry>,
     ) -> Result<PolicyFile, PolicyError> {
@@ -210,7 +231,7 @@ impl PolicyFile {
             })?;
             plugins.insert(name, grants);
         }
-        Ok(PolicyFile { path: path.into(), defaults, needs, plugins, tenants: Vec::new() })
+        Ok(PolicyFile { path: path.into(), defaults, needs, quotas, plugins, tenants: Vec::new() })
     }
 
     /// The file this policy was read from.
@@ -226,6 +247,11 @@ impl PolicyFile {
     /// What to do with a plugin that declares needs beyond its grants.
     pub fn needs(&self) -> NeedsMode {
         self.needs
+    }
+
+    /// The quotas of the tenant this policy is.
+    pub fn quotas(&self) -> Quotas {
+        self.quotas
     }
 
     /// The largest memory limit of any plugin, its tenants' included.
@@ -251,7 +277,7 @@ impl PolicyFile {
             })?;
             plugins.insert(name, Arc::new(grants));
         }
-        Ok(Policy { source: Some(self.path), defaults: self.defaults, needs: self.needs, plugins })
+        Ok(Policy { source: Some(self.path), defaults: self.defaults, needs: self.needs, quotas: self.quotas, plugins })
     }
 }
 

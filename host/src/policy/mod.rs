@@ -18,6 +18,7 @@ mod config;
 mod fs;
 mod needs;
 mod net;
+mod quota;
 mod tenants;
 
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
 pub use net::{HostRule, HostRuleError};
+pub use quota::{CpuQuota, QuotaOverrides, Quotas, RateQuota};
 pub use tenants::{TENANT_FILE, TenantFile};
 
 /// What one plugin is granted. Built from the policy file; immutable.

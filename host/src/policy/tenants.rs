@@ -12,7 +12,7 @@ use http::uri::Authority;
 use serde::Deserialize;
 
 use super::config::PluginEntry;
-use super::{LimitOverrides, Limits, NeedsMode, PolicyError, PolicyFile};
+use super::{LimitOverrides, Limits, NeedsMode, PolicyError, PolicyFile, QuotaOverrides, Quotas};
 
 /// The name of a tenant's own file in its folder under a tenants directory.
 pub const TENANT_FILE: &str = "tenant.toml";
@@ -30,6 +30,8 @@ pub(super) struct TenantEntry {
     needs_beyond_grants: Option<NeedsMode>,
     #[serde(default)]
     limits: LimitOverrides,
+    #[serde(default)]
+    quotas: QuotaOverrides,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
 }
@@ -63,13 +65,14 @@ fn check_id(id: &str) -> Result<(), String> {
 
 impl TenantEntry {
     /// Check one tenant of a policy file (`path`); the tenant's limits apply on top of the
-    /// file's defaults (command-line limits included), and its plugins' on top of those.
+    /// file's defaults (command-line limits included), and its plugins' on top of those; its
+    /// quotas on top of the file's.
     pub(super) fn check(
         self,
         id: &str,
         path: &Path,
         base_dir: &Path,
-        defaults: Limits,
+        (defaults, quotas): (Limits, Quotas),
         needs: NeedsMode,
     ) -> Result<TenantFile, PolicyError> {
         let failed = |message: String| PolicyError::Tenant { path: path.into(), tenant: id.into(), message };
@@ -87,9 +90,10 @@ impl TenantEntry {
             hosts.push(authority.host().to_ascii_lowercase());
         }
         let defaults = defaults.with(&self.limits).map_err(|e| failed(format!("[limits]: {e}")))?;
+        let quotas = quotas.with(&self.quotas).map_err(|e| failed(format!("[quotas]: {e}")))?;
         let needs = self.needs_beyond_grants.unwrap_or(needs);
-        let policy =
-            PolicyFile::of_plugins(path, base_dir, defaults, needs, self.plugins).map_err(|e| failed(e.to_string()))?;
+        let policy = PolicyFile::of_plugins(path, base_dir, (defaults, quotas), needs, self.plugins)
+            .map_err(|e| failed(e.to_string()))?;
         let sources = self.sources.iter().map(|s| base_dir.join(s)).collect();
         Ok(TenantFile { id: id.into(), sources, hosts, policy })
     }
@@ -118,7 +122,7 @@ impl TenantFile {
             entry.sources.push(PathBuf::from("."));
         }
         let defaults = base.with(flags).map_err(PolicyError::Flags)?;
-        entry.check(id, path, folder, defaults, NeedsMode::default())
+        entry.check(id, path, folder, (defaults, Quotas::default()), NeedsMode::default())
     }
 
     /// Refuse a host name given to two tenants.
@@ -153,11 +157,15 @@ mod tests {
             needs_beyond_grants = "refuse"
             [limits]
             memory_mib = 32
+            [quotas]
+            calls_per_minute = 60
             [tenants.acme]
             sources = ["acme", "/opt/shared/calc.wasm"]
             hosts = ["MCP.Acme.example"]
             [tenants.acme.limits]
             cpu_ms = 100
+            [tenants.acme.quotas]
+            concurrent_calls = 2
             [tenants.acme.plugins.files]
             dirs = [{ path = "/srv/acme", guest = "/data" }]
             [tenants.globex]
@@ -174,6 +182,9 @@ mod tests {
         let defaults = acme.policy.defaults();
         assert_eq!((defaults.memory, defaults.cpu.as_millis()), (32 << 20, 100));
         assert_eq!(globex.policy.defaults().cpu, Limits::default().cpu);
+        let (acme_quotas, globex_quotas) = (acme.policy.quotas(), globex.policy.quotas());
+        assert_eq!((acme_quotas.concurrent_calls, globex_quotas.concurrent_calls), (Some(2), None));
+        assert!(acme_quotas.rate.is_some() && globex_quotas.rate.is_some());
     }
 
     #[test]
@@ -189,6 +200,7 @@ mod tests {
             ),
             ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.plugins.p]\nroots = true", "has no dirs"),
             ("[tenants.a]\nsources = [\"a\"]\ncolour = 1", "unknown field"),
+            ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.quotas]\ninstances = 0", "[quotas]: instances"),
             ("[plugins.p]\n[tenants.a]\nsources = [\"a\"]", "default tenant"),
         ] {
             let error = parse(text).unwrap_err().to_string();

@@ -13,6 +13,7 @@ use super::cache::{CompileCache, digest};
 use super::error::LoadError;
 use super::plugin::Plugin;
 use super::pool::InstancePool;
+use super::quota::Account;
 use super::sandbox::CallState;
 use crate::policy::{Grants, Needs};
 
@@ -179,11 +180,12 @@ impl PluginRuntime {
 
     /// Compile a component (or take the one already in use, or the compile cache's) on the
     /// blocking pool, then link it, check its exports and read its tools, resources and
-    /// prompts, sandboxed as `grants` say. `tenant` is whom the plugin is loaded for: its
-    /// reserve of instances is the tenant's plugin's, apart from other tenants'.
+    /// prompts, sandboxed as `grants` say. `account` is the tenant the plugin is loaded for:
+    /// its calls count against the tenant's quotas, and its reserve of instances is the
+    /// tenant's plugin's, apart from other tenants'.
     pub async fn load(
         &self,
-        tenant: &str,
+        account: &Arc<Account>,
         name: &str,
         bytes: Arc<[u8]>,
         grants: Arc<Grants>,
@@ -201,7 +203,7 @@ impl PluginRuntime {
         })
         .await
         .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
-        Plugin::link(self.inner.clone(), tenant, name, sha256, component, grants, needs).await
+        Plugin::link(self.inner.clone(), account, name, sha256, component, grants, needs).await
     }
 
     /// The compiled component of these bytes: the one in use if there is one, else the

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::quota::QuotaExceeded;
+
 /// A plugin could not be loaded.
 #[derive(Debug, Error)]
 pub enum LoadError {
@@ -68,6 +70,9 @@ pub enum CallError {
         "no plugin instance is free for this plugin (its reserved instances and the shared ones are in use); try again shortly"
     )]
     Busy,
+    /// One of the tenant's quotas is used up.
+    #[error(transparent)]
+    Quota(#[from] QuotaExceeded),
     /// The plugin does not export the interface this call needs.
     #[error("the plugin does not provide {0}")]
     Unsupported(&'static str),

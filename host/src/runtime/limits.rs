@@ -2,11 +2,13 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
+
+use super::quota::Account;
 
 /// The typed error a memory grow beyond the cap traps with, so the caller can name the limit.
 #[derive(Debug, Error)]
@@ -41,6 +43,10 @@ impl wasmtime::ResourceLimiter for Limiter {
 /// yield) is not counted; a host call that computes is, so a guest cannot hide its work in
 /// host calls (a loop of large `get-random-bytes`, say).
 pub(crate) struct CpuMeter {
+    /// The tenant account each poll is charged to as well (a caller's call).
+    account: Option<Arc<Account>>,
+    /// Whether the account's CPU quota ran out during this call.
+    over_quota: AtomicBool,
     base: Instant,
     /// Nanoseconds of completed polls.
     used: AtomicU64,
@@ -49,8 +55,19 @@ pub(crate) struct CpuMeter {
 }
 
 impl CpuMeter {
-    pub fn new() -> Arc<Self> {
-        Arc::new(CpuMeter { base: Instant::now(), used: AtomicU64::new(0), polling_since: AtomicU64::new(0) })
+    pub fn new(account: Option<Arc<Account>>) -> Arc<Self> {
+        Arc::new(CpuMeter {
+            account,
+            over_quota: AtomicBool::new(false),
+            base: Instant::now(),
+            used: AtomicU64::new(0),
+            polling_since: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether the tenant's CPU quota ran out while this call ran.
+    pub fn over_quota(&self) -> bool {
+        self.over_quota.load(Ordering::Relaxed)
     }
 
     fn now(&self) -> u64 {
@@ -90,7 +107,13 @@ impl<F: Future> Future for Metered<F> {
         this.meter.polling_since.store(start + 1, Ordering::Relaxed);
         let result = this.future.poll(cx);
         this.meter.polling_since.store(0, Ordering::Relaxed);
-        this.meter.used.fetch_add(this.meter.now().saturating_sub(start), Ordering::Relaxed);
+        let spent = this.meter.now().saturating_sub(start);
+        this.meter.used.fetch_add(spent, Ordering::Relaxed);
+        if let Some(account) = &this.meter.account
+            && !account.charge(Duration::from_nanos(spent))
+        {
+            this.meter.over_quota.store(true, Ordering::Relaxed);
+        }
         result
     }
 }

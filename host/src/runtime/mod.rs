@@ -14,6 +14,7 @@ mod net;
 mod output;
 mod plugin;
 mod pool;
+mod quota;
 mod sandbox;
 mod stderr;
 
@@ -22,6 +23,7 @@ pub use cache::{CompileCache, digest};
 pub use engine::{Inspection, PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use plugin::{Manifest, Plugin};
+pub use quota::{Account, Held, QuotaExceeded, Usage};
 
 /// Which plugin list a `list-changed` call names.
 pub use bindings::ListKind;

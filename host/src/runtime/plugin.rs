@@ -15,6 +15,7 @@ use super::fs::GrantDirs;
 use super::limits::{CpuMeter, MemoryLimitExceeded};
 use super::output::OutputSize;
 use super::pool::Reservation;
+use super::quota::Account;
 use super::sandbox::{CallState, Sandbox};
 use super::stderr::crash_cause;
 use super::{Events, NoEvents};
@@ -38,8 +39,9 @@ pub struct Manifest {
 /// A compiled, linked plugin. Cheap to share behind an `Arc`; calls may run concurrently.
 pub struct Plugin {
     name: Arc<str>,
-    /// Whom it is loaded for: its instance reserve is this tenant's plugin's.
-    tenant: Arc<str>,
+    /// The tenant it is loaded for, whose quotas its calls count against; its instance
+    /// reserve is this tenant's plugin's.
+    account: Arc<Account>,
     /// Its compiled component, shared with every other plugin of the same bytes.
     component: Arc<Component>,
     digest: String,
@@ -58,6 +60,13 @@ pub struct Plugin {
     prompts: Option<prompts::GuestIndices>,
     completion: Option<completion::GuestIndices>,
     manifest: Manifest,
+}
+
+/// Whose doing a call is: a caller's counts against the tenant's quotas.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Charge {
+    Caller,
+    Load,
 }
 
 fn open_dirs(plugin: &str, grants: &Grants) -> Result<Arc<GrantDirs>, LoadError> {
@@ -94,7 +103,7 @@ fn optional<I>(
 impl Plugin {
     pub(crate) async fn link(
         runtime: Arc<RuntimeInner>,
-        tenant: &str,
+        account: &Arc<Account>,
         name: &str,
         digest: String,
         component: Arc<Component>,
@@ -107,10 +116,10 @@ impl Plugin {
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let dirs = open_dirs(name, &grants)?;
         let shared_name: Arc<str> = name.into();
-        let reservation = reserve(&runtime, tenant, name, &grants)?;
+        let reservation = reserve(&runtime, account.tenant(), name, &grants)?;
         let mut plugin = Plugin {
             name: shared_name,
-            tenant: tenant.into(),
+            account: account.clone(),
             component,
             digest,
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
@@ -147,6 +156,11 @@ impl Plugin {
         &self.digest
     }
 
+    /// The account of the tenant it serves.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.account
+    }
+
     /// What the plugin provides.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
@@ -173,7 +187,7 @@ impl Plugin {
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
         let dirs = open_dirs(&self.name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
-        let reservation = reserve(&self.runtime, &self.tenant, &self.name, &grants)?;
+        let reservation = reserve(&self.runtime, self.account.tenant(), &self.name, &grants)?;
         Ok(self.sandboxed(grants, dirs, slots, reservation))
     }
 
@@ -198,7 +212,7 @@ impl Plugin {
     ) -> Plugin {
         Plugin {
             name: self.name.clone(),
-            tenant: self.tenant.clone(),
+            account: self.account.clone(),
             component: self.component.clone(),
             digest: self.digest.clone(),
             grants,
@@ -224,7 +238,7 @@ impl Plugin {
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
         if let Some(ix) = &self.tools {
             manifest.tools = self
-                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
                     ix.load(&mut *store, instance)?.call_list(store).await
                 })
                 .await
@@ -233,7 +247,7 @@ impl Plugin {
         }
         if let Some(ix) = &self.resources {
             (manifest.resources, manifest.templates) = self
-                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
                     let guest = ix.load(&mut *store, instance)?;
                     let resources = guest.call_list(&mut *store).await?;
                     Ok((resources, guest.call_templates(store).await?))
@@ -244,7 +258,7 @@ impl Plugin {
         }
         if let Some(ix) = &self.prompts {
             manifest.prompts = self
-                .run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
                     ix.load(&mut *store, instance)?.call_list(store).await
                 })
                 .await
@@ -253,7 +267,7 @@ impl Plugin {
         }
         if let Some(ix) = &self.completion {
             // Type-check the export now rather than on the first completion request.
-            self.run(&ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
+            self.run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
                 ix.load(store, instance).map(drop)
             })
             .await
@@ -275,7 +289,7 @@ impl Plugin {
         // The bindings take the `json` alias as `&String`.
         let arguments = arguments.to_owned();
         let outcome = self
-            .run(roots, events, async |store, instance| {
+            .run(Charge::Caller, roots, events, async |store, instance| {
                 ix.load(&mut *store, instance)?.call_call(store, name, &arguments, context).await
             })
             .await?;
@@ -292,7 +306,7 @@ impl Plugin {
     ) -> Result<Result<types::ReadOutcome, types::Error>, CallError> {
         let ix = self.resources.as_ref().ok_or(CallError::Unsupported("resources"))?;
         let outcome = self
-            .run(roots, events, async |store, instance| {
+            .run(Charge::Caller, roots, events, async |store, instance| {
                 ix.load(&mut *store, instance)?.call_read(store, uri, context).await
             })
             .await?;
@@ -310,7 +324,7 @@ impl Plugin {
     ) -> Result<Result<types::GetOutcome, types::Error>, CallError> {
         let ix = self.prompts.as_ref().ok_or(CallError::Unsupported("prompts"))?;
         let outcome = self
-            .run(roots, events, async |store, instance| {
+            .run(Charge::Caller, roots, events, async |store, instance| {
                 ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await
             })
             .await?;
@@ -329,7 +343,7 @@ impl Plugin {
         let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
         // Completion is for typing hints: it sees no directories.
         let outcome = self
-            .run(&ClientRoots::none(), events, async |store, instance| {
+            .run(Charge::Caller, &ClientRoots::none(), events, async |store, instance| {
                 ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
             })
             .await?;
@@ -354,13 +368,20 @@ impl Plugin {
     /// the directories its grants and the client's roots allow.
     async fn run<R>(
         &self,
+        charge: Charge,
         roots: &ClientRoots,
         events: Events,
         call: impl AsyncFnOnce(&mut Store<CallState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let limits = self.grants.limits;
         let _slot = self.slots.try_acquire().map_err(|_| CallError::PluginBusy(limits.concurrency))?;
-        // Declared before the store so it is released after the store frees the instance.
+        // Loading is the operator's doing: it is charged to no caller's quota.
+        let account = (charge == Charge::Caller).then_some(&self.account);
+        if let Some(account) = account {
+            account.check_cpu()?;
+        }
+        // Declared before the store so they are released after the store frees the instance.
+        let _instance = account.map(|a| a.instance()).transpose()?;
         let _lease = self.reservation.lease()?;
         let config = &self.runtime.config;
         let state = CallState::new(Sandbox {
@@ -377,14 +398,15 @@ impl Plugin {
         .map_err(CallError::Sandbox)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let meter = CpuMeter::new();
+        let meter = CpuMeter::new(account.cloned());
         let cpu = limits.cpu;
         store.set_epoch_deadline(1);
         // Yield to the executor on every tick so a computing plugin never starves other
-        // requests, and stop it once it has used its whole CPU budget (host calls included).
+        // requests, and stop it once it has used its whole CPU budget (host calls included),
+        // or its tenant has used its quota for the window.
         let charged = meter.clone();
         store.epoch_deadline_callback(move |_| {
-            Ok(if charged.used() >= cpu {
+            Ok(if charged.used() >= cpu || charged.over_quota() {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
@@ -396,7 +418,7 @@ impl Plugin {
         });
         let result = match tokio::time::timeout(limits.timeout, work).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.classify(error)),
+            Ok(Err(error)) => Err(self.classify(error, &meter)),
             Err(_elapsed) => Err((CallError::WallClock(limits.timeout), None)),
         };
         let stderr = store.data().stderr.text();
@@ -422,7 +444,7 @@ impl Plugin {
     }
 
     /// What stopped a call, and the guest's backtrace when there is one.
-    fn classify(&self, error: wasmtime::Error) -> (CallError, Option<String>) {
+    fn classify(&self, error: wasmtime::Error, meter: &CpuMeter) -> (CallError, Option<String>) {
         if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
             return (CallError::Memory { limit: e.limit, desired: e.desired }, None);
         }
@@ -430,6 +452,10 @@ impl Plugin {
             return (CallError::Busy, None);
         }
         let failure = match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) if meter.over_quota() => match self.account.check_cpu() {
+                Err(quota) => CallError::Quota(quota),
+                Ok(()) => CallError::Deadline(self.grants.limits.cpu),
+            },
             Some(Trap::Interrupt) => CallError::Deadline(self.grants.limits.cpu),
             Some(Trap::StackOverflow) => CallError::StackOverflow,
             Some(Trap::UnreachableCodeReached) => CallError::Trap("it aborted".into()),

@@ -90,20 +90,21 @@ fn is_correct(body: &[u8]) -> bool {
 struct Connection {
     sender: SendRequest<Full<Bytes>>,
     authority: String,
+    path: &'static str,
     session: Option<String>,
 }
 
 impl Connection {
-    async fn open(addr: SocketAddr) -> anyhow::Result<Connection> {
+    async fn open(addr: SocketAddr, path: &'static str) -> anyhow::Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(connection);
-        Ok(Connection { sender, authority: addr.to_string(), session: None })
+        Ok(Connection { sender, authority: addr.to_string(), path, session: None })
     }
 
     async fn post(&mut self, body: String, headers: &[(&str, &str)]) -> anyhow::Result<(u16, hyper::HeaderMap, Bytes)> {
-        let mut request = hyper::Request::post("/mcp")
+        let mut request = hyper::Request::post(self.path)
             .header("host", &self.authority)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
@@ -142,11 +143,22 @@ impl Connection {
     }
 }
 
-/// `clients` connections calling `add` for `duration`.
+/// `clients` connections calling `add` at `/mcp` for `duration`.
 pub async fn http(addr: SocketAddr, mode: Mode, clients: usize, duration: Duration) -> anyhow::Result<Sample> {
+    http_at(addr, "/mcp", mode, clients, duration).await
+}
+
+/// `clients` connections calling `add` at `path` for `duration`.
+pub async fn http_at(
+    addr: SocketAddr,
+    path: &'static str,
+    mode: Mode,
+    clients: usize,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let mut connection = Connection::open(addr).await?;
+        let mut connection = Connection::open(addr, path).await?;
         if mode == Mode::Legacy {
             connection.initialize().await?;
         }
@@ -192,7 +204,12 @@ pub struct Prober(Connection);
 
 impl Prober {
     pub async fn open(addr: SocketAddr) -> anyhow::Result<Prober> {
-        Ok(Prober(Connection::open(addr).await?))
+        Prober::open_at(addr, "/mcp").await
+    }
+
+    /// A prober of the endpoint at `path` (a tenant's).
+    pub async fn open_at(addr: SocketAddr, path: &'static str) -> anyhow::Result<Prober> {
+        Ok(Prober(Connection::open(addr, path).await?))
     }
 
     /// Whether `tool` answered `arguments` with a successful result.
@@ -222,7 +239,7 @@ impl Prober {
 /// Open `count` idle legacy sessions (for memory per session); returns their connections.
 pub async fn idle_sessions(addr: SocketAddr, count: usize) -> anyhow::Result<usize> {
     let mut opened = 0;
-    let mut connection = Connection::open(addr).await?;
+    let mut connection = Connection::open(addr, "/mcp").await?;
     for _ in 0..count {
         connection.session = None;
         connection.initialize().await?;

@@ -9,6 +9,7 @@ mod load;
 mod micro;
 mod report;
 mod servers;
+mod tenants;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -355,13 +356,11 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     ])
     .await?;
     let tally = std::sync::Arc::new(battery::Tally::default());
-    let mut quiet = Row { name: "add, c=1, quiet".into(), samples: Vec::new() };
-    let mut attacked = Row { name: format!("add, c=1, {} clients attacking", battery::ATTACKERS), samples: Vec::new() };
-    battery::bystander(battery_server.addr, warmup, false, &tally).await?;
-    for _ in 0..reps {
-        quiet.samples.push(battery::bystander(battery_server.addr, duration, false, &tally).await?);
-        attacked.samples.push(battery::bystander(battery_server.addr, duration, true, &tally).await?);
-    }
+    let names = ("add, c=1, quiet".into(), format!("add, c=1, {} clients attacking", battery::ATTACKERS));
+    let (quiet, attacked) = alone_and_disturbed(names, (warmup, duration, reps), |time, attack| {
+        battery::bystander(battery_server.addr, time, attack, &tally)
+    })
+    .await?;
     drop(battery_server);
     let _ = std::fs::remove_dir_all(&battery_dir);
     let (made, uncontained) = (tally.made.load(Ordering::Relaxed), tally.uncontained.load(Ordering::Relaxed));
@@ -372,6 +371,9 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         "\nattacks made: {made}, not contained: {uncontained} (spin, hog, recurse, crash, 4 MiB result, log flood, \
          file escapes, denied HTTP and TCP; hostile limited to 500 ms CPU, 2 s, 1 MiB output)"
     );
+
+    // One tenant floods while another is measured.
+    let (calm, flooded) = tenant_flood(&args, warmup, duration, reps).await?;
 
     // Ratios against the baselines of this run.
     println!("\n## Ratios of median throughput (same run)\n");
@@ -414,9 +416,16 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         quiet_ratio(&attacked, &quiet, 50.0),
         quiet_ratio(&attacked, &quiet, 99.0)
     );
+    println!(
+        "tenants: flooded/alone p50 latency {:.2}, p99 latency {:.2}",
+        quiet_ratio(&flooded, &calm, 50.0),
+        quiet_ratio(&flooded, &calm, 99.0)
+    );
     let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>()
         + quiet.errors()
         + attacked.errors()
+        + calm.errors()
+        + flooded.errors()
         + uncontained;
     println!("\n# finished in {:.0} s", started.elapsed().as_secs_f64());
     if errors > 0 {
@@ -429,6 +438,60 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         geometric_mean(&stdio_ratios)
     );
     Ok(true)
+}
+
+/// A quiet tenant's latency alone and while another tenant floods the same server; prints
+/// both rows and returns them.
+async fn tenant_flood(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
+    let dir = std::env::temp_dir().join(format!("capsule-bench-tenants-{}", std::process::id()));
+    let policy = tenants::layout(&dir, &args.plugins)?;
+    let server = Server::start(&[
+        "capsule",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        policy.to_str().unwrap_or_default(),
+    ])
+    .await?;
+    let tally = std::sync::Arc::new(tenants::Tally::default());
+    let names = (
+        "quiet tenant add, c=1, alone".into(),
+        format!("quiet tenant add, c=1, {} clients flooding", tenants::FLOODERS),
+    );
+    let (calm, flooded) = alone_and_disturbed(names, (warmup, duration, reps), |time, flood| {
+        tenants::quiet_tenant(server.addr, time, flood, &tally)
+    })
+    .await?;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("\n## A quiet tenant while another tenant floods (same server)\n");
+    println!("{}", report::HEADER);
+    println!("{}\n{}", calm.line(), flooded.line());
+    println!(
+        "\nflooding calls: {}, refused by the noisy tenant's quota: {} (spin and hog; noisy limited to 1 concurrent \
+         call, 100 ms CPU and 32 MiB per call)",
+        tally.made.load(Ordering::Relaxed),
+        tally.refused.load(Ordering::Relaxed)
+    );
+    Ok((calm, flooded))
+}
+
+/// A measurement taken alone and disturbed (`measure(time, disturbed)`), interleaved over
+/// `reps` repetitions after a warm-up, as two rows named by `names`.
+async fn alone_and_disturbed<F: Future<Output = anyhow::Result<load::Sample>>>(
+    names: (String, String),
+    (warmup, duration, reps): (Duration, Duration, usize),
+    measure: impl Fn(Duration, bool) -> F,
+) -> anyhow::Result<(Row, Row)> {
+    let (mut alone, mut disturbed) =
+        (Row { name: names.0, samples: Vec::new() }, Row { name: names.1, samples: Vec::new() });
+    measure(warmup, false).await?;
+    for _ in 0..reps {
+        alone.samples.push(measure(duration, false).await?);
+        disturbed.samples.push(measure(duration, true).await?);
+    }
+    Ok((alone, disturbed))
 }
 
 /// Ratio of median percentile-`p` latencies, `a / b`.

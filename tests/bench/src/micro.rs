@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capsule::policy::{ClientRoots, Grants};
-use capsule::runtime::{CompileCache, NoEvents, PluginRuntime, RuntimeConfig, types};
+use capsule::policy::{ClientRoots, Grants, Quotas};
+use capsule::runtime::{Account, CompileCache, NoEvents, PluginRuntime, RuntimeConfig, types};
 
 /// Milliseconds to compile `bytes` once, `reps` times.
 pub fn compile_ms(runtime: &PluginRuntime, bytes: &[u8], reps: usize) -> anyhow::Result<Vec<f64>> {
@@ -26,7 +26,8 @@ pub async fn instance_call_us(
     calls: usize,
     reps: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let plugin = runtime.load("bench", "calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
+    let account = Account::new("bench", Quotas::default());
+    let plugin = runtime.load(&account, "calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
     let context = types::RequestContext {
         client: types::ClientCapabilities {
             elicitation_form: false,
@@ -58,6 +59,7 @@ pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Re
     // `capsule:needs` mean nothing to the host.
     let plugins: Vec<Arc<[u8]>> = (0..count).map(|i| Arc::from(with_custom_section(bytes, i))).collect();
     let (mut empty, mut warm) = (Vec::new(), Vec::new());
+    let account = Account::new("bench", Quotas::default());
     for _ in 0..reps {
         let dir = std::env::temp_dir().join(format!("capsule-bench-cache-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -66,7 +68,7 @@ pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Re
             let runtime = PluginRuntime::new(config)?;
             let start = Instant::now();
             for (i, plugin) in plugins.iter().enumerate() {
-                runtime.load("bench", &format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
+                runtime.load(&account, &format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
             }
             results.push(start.elapsed().as_secs_f64() * 1e3);
         }

@@ -21,6 +21,7 @@ mod session;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -91,6 +92,8 @@ struct Endpoint {
 struct FrontDoor {
     tenants: Arc<Tenants>,
     endpoints: RwLock<HashMap<Arc<str>, Arc<Endpoint>>>,
+    /// Legacy sessions of every tenant together, held to `--max-sessions`.
+    sessions: Arc<AtomicUsize>,
     allowed: checks::Allowed,
     options: HttpOptions,
     shutdown: CancellationToken,
@@ -113,7 +116,13 @@ impl FrontDoor {
         let endpoint = Arc::new(Endpoint {
             tenant: tenant.clone(),
             stateless: CapsuleServer::new(tenant.shared.clone()),
-            sessions: SessionTable::new(tenant.shared.clone(), &self.options, ended.clone()),
+            sessions: SessionTable::new(
+                tenant.shared.clone(),
+                tenant.loader.account().clone(),
+                self.sessions.clone(),
+                &self.options,
+                ended.clone(),
+            ),
             ended,
         });
         if let Some(replaced) = endpoints.insert(tenant.id.clone(), endpoint.clone()) {
@@ -141,6 +150,7 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
         allowed: checks::Allowed::new(&options.allowed_hosts, &options.allowed_origins),
         tenants,
         endpoints: RwLock::default(),
+        sessions: Arc::default(),
         options,
         shutdown,
     });

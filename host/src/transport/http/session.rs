@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
+use crate::runtime::Account;
 
 /// Events a session keeps for its GET stream (and for resuming it).
 const RING: usize = 64;
@@ -178,17 +179,25 @@ impl ClientLink for SessionLink {
 pub enum Full {
     #[error("the server has reached its limit of {0} live sessions; try again later")]
     Server(usize),
+    #[error("tenant {tenant} has reached its quota of {limit} live sessions; end one or try again later")]
+    Tenant { tenant: Arc<str>, limit: u32 },
     #[error("this client address has reached its limit of {0} live sessions; end one or try again later")]
     Address(usize),
 }
 
-#[derive(Default)]
 struct Live {
     sessions: HashMap<Arc<str>, Arc<Session>>,
     per_address: HashMap<IpAddr, usize>,
+    /// Sessions of every tenant together, for the server's cap.
+    server: Arc<AtomicUsize>,
 }
 
 impl Live {
+    /// Count one more session against the server's cap, unless it is reached.
+    fn admit(&self, cap: usize) -> bool {
+        self.server.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < cap).then_some(n + 1)).is_ok()
+    }
+
     fn insert(&mut self, session: Arc<Session>) {
         if let Some(address) = session.client {
             *self.per_address.entry(address).or_default() += 1;
@@ -198,6 +207,7 @@ impl Live {
 
     fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
         let session = self.sessions.remove(id)?;
+        self.server.fetch_sub(1, Ordering::Relaxed);
         if let Some(address) = session.client
             && let Some(count) = self.per_address.get_mut(&address)
         {
@@ -212,10 +222,20 @@ impl Live {
     }
 }
 
-/// Every live legacy session.
+impl Drop for Live {
+    /// A removed tenant's table goes with its sessions: they no longer count.
+    fn drop(&mut self) {
+        self.server.fetch_sub(self.sessions.len(), Ordering::Relaxed);
+    }
+}
+
+/// Every live legacy session of one tenant.
 pub struct SessionTable {
     live: RwLock<Live>,
     shared: Arc<Shared>,
+    /// The tenant, whose quotas may cap its sessions.
+    account: Arc<Account>,
+    /// The server's cap on sessions, every tenant's together.
     cap: usize,
     per_address: usize,
     idle: Duration,
@@ -224,10 +244,19 @@ pub struct SessionTable {
 }
 
 impl SessionTable {
-    pub fn new(shared: Arc<Shared>, options: &HttpOptions, shutdown: CancellationToken) -> Arc<SessionTable> {
+    /// A tenant's table; `server` counts the sessions of every tenant's table together.
+    pub fn new(
+        shared: Arc<Shared>,
+        account: Arc<Account>,
+        server: Arc<AtomicUsize>,
+        options: &HttpOptions,
+        shutdown: CancellationToken,
+    ) -> Arc<SessionTable> {
+        let live = Live { sessions: HashMap::new(), per_address: HashMap::new(), server };
         let table = Arc::new(SessionTable {
-            live: RwLock::default(),
+            live: RwLock::new(live),
             shared,
+            account,
             cap: options.max_sessions,
             per_address: options.sessions_per_address,
             idle: options.session_idle,
@@ -264,8 +293,9 @@ impl SessionTable {
         live.remove(&id).is_some()
     }
 
-    /// A new session for a client at `client`. At a limit (the server's, or the address's),
-    /// the session idle longest makes room if it has been idle a while.
+    /// A new session for a client at `client`. At a limit (the address's, the tenant's or
+    /// the server's), the tenant's session idle longest makes room if it has been idle a
+    /// while: a tenant never ends another's sessions.
     pub fn create(&self, client: Option<IpAddr>) -> Result<Arc<Session>, Full> {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
         if let Some(address) = client
@@ -274,7 +304,14 @@ impl SessionTable {
         {
             return Err(Full::Address(self.per_address));
         }
-        if live.sessions.len() >= self.cap && !self.make_room(&mut live, |_| true) {
+        if let Some(limit) = self.account.quotas().sessions
+            && live.sessions.len() >= limit as usize
+            && !self.make_room(&mut live, |_| true)
+        {
+            return Err(Full::Tenant { tenant: self.account.tenant().clone(), limit });
+        }
+        let admitted = live.admit(self.cap) || (self.make_room(&mut live, |_| true) && live.admit(self.cap));
+        if !admitted {
             return Err(Full::Server(self.cap));
         }
         let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
