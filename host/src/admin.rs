@@ -12,6 +12,9 @@
 //! For the whole server: `GET /admin/tenants` (every tenant's status) and `POST
 //! /admin/tenants/reload` (read the configuration again: tenants come, change and go). On a
 //! server with one tenant the same routes work without `/t/{tenant}`.
+//!
+//! The server's token opens every route. A tenant may have a token of its own (its SHA-256
+//! in `admin_token_sha256`), which opens that tenant's `/admin/t/{tenant}/…` routes alone.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use axum::Json;
-use axum::extract::{Path as UrlPath, Request, State};
+use axum::extract::{Extension, Path as UrlPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -38,10 +41,51 @@ use crate::tenants::{Tenant, Tenants};
 #[derive(Clone)]
 pub struct Token([u8; 32]);
 
-impl Token {
-    fn matches(&self, presented: &str) -> bool {
-        let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        presented.iter().zip(self.0.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+/// Why a request cannot go on: its status and message.
+type Refusal = (StatusCode, String);
+
+/// The refusal of a tenant's token outside its tenant's routes.
+fn tenant_only(own: &str) -> Refusal {
+    (StatusCode::FORBIDDEN, format!("this token administers tenant {own} alone: use /admin/t/{own}/…"))
+}
+
+/// Whether two digests are equal, in time that does not depend on where they differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// What a request's token opens.
+#[derive(Clone)]
+enum Access {
+    /// Everything: the server's token.
+    Server,
+    /// One tenant's routes: that tenant's own token.
+    Tenant(Arc<str>),
+}
+
+impl Access {
+    /// Whose token `presented` is, if anyone's.
+    fn of(presented: &str, server: &Token, tenants: &Tenants) -> Option<Access> {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        if same(&digest, &server.0) {
+            return Some(Access::Server);
+        }
+        let set = tenants.current();
+        let mut found = None;
+        // Every tenant is compared, so the time taken does not say which one matched.
+        for tenant in set.tenants.values() {
+            if tenant.admin_token.as_ref().is_some_and(|own| same(&digest, own)) {
+                found = Some(Access::Tenant(tenant.id.clone()));
+            }
+        }
+        found
+    }
+
+    fn server_only(&self) -> Result<(), Refusal> {
+        match self {
+            Access::Server => Ok(()),
+            Access::Tenant(own) => Err(tenant_only(own)),
+        }
     }
 }
 
@@ -91,7 +135,7 @@ pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: 
         .route("/admin/t/{tenant}/plugins", get(list).post(load))
         .route("/admin/t/{tenant}/plugins/{name}", delete(unload))
         .route("/admin/t/{tenant}/reload", post(reload))
-        .layer(axum::middleware::from_fn_with_state(token, guard))
+        .layer(axum::middleware::from_fn_with_state((token, tenants.clone()), guard))
         .with_state(tenants);
     tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
@@ -103,7 +147,7 @@ pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: 
 }
 
 /// Refuse anything without the token, and any Host that is not loopback (DNS rebinding).
-async fn guard(State(token): State<Token>, request: Request, next: Next) -> Response {
+async fn guard(State((token, tenants)): State<(Token, Arc<Tenants>)>, mut request: Request, next: Next) -> Response {
     let host_ok = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).is_some_and(is_loopback_host);
     if !host_ok {
         return problem(StatusCode::FORBIDDEN, "the admin endpoint answers only loopback Host names");
@@ -113,9 +157,12 @@ async fn guard(State(token): State<Token>, request: Request, next: Next) -> Resp
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "));
-    match presented {
-        Some(presented) if token.matches(presented) => next.run(request).await,
-        _ => {
+    match presented.and_then(|presented| Access::of(presented, &token, &tenants)) {
+        Some(access) => {
+            request.extensions_mut().insert(access);
+            next.run(request).await
+        }
+        None => {
             let mut response = problem(StatusCode::UNAUTHORIZED, "a valid admin bearer token is required");
             response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
             response
@@ -145,34 +192,51 @@ fn refused(error: ControlError) -> Response {
     problem(status, error.to_string())
 }
 
-/// The tenant a request is about: the one its path names, or the server's only one.
-fn tenant(tenants: &Tenants, params: &HashMap<String, String>) -> Result<Arc<Tenant>, (StatusCode, String)> {
-    match params.get("tenant") {
-        Some(id) => tenants.get(id).map_err(|e| (StatusCode::NOT_FOUND, e.to_string())),
-        None => tenants
+/// The tenant a request is about: the one its path names, or the server's only one; a
+/// tenant's own token reaches its tenant by name alone.
+fn tenant(tenants: &Tenants, access: &Access, params: &HashMap<String, String>) -> Result<Arc<Tenant>, Refusal> {
+    match (params.get("tenant"), access) {
+        (Some(id), Access::Tenant(own)) if **own != **id => Err(tenant_only(own)),
+        (Some(id), _) => tenants.get(id).map_err(|e| (StatusCode::NOT_FOUND, e.to_string())),
+        (None, Access::Tenant(own)) => Err(tenant_only(own)),
+        (None, Access::Server) => tenants
             .only()
             .ok_or_else(|| (StatusCode::CONFLICT, "this server has several tenants: use /admin/t/{tenant}/…".into())),
     }
 }
 
-async fn tenants_list(State(tenants): State<Arc<Tenants>>) -> Response {
+async fn tenants_list(State(tenants): State<Arc<Tenants>>, Extension(access): Extension<Access>) -> Response {
+    if let Err((status, message)) = access.server_only() {
+        return problem(status, message);
+    }
     Json(json!({"error": tenants.error().await, "tenants": tenants.statuses().await})).into_response()
 }
 
-async fn tenants_reload(State(tenants): State<Arc<Tenants>>) -> Response {
+async fn tenants_reload(State(tenants): State<Arc<Tenants>>, Extension(access): Extension<Access>) -> Response {
+    if let Err((status, message)) = access.server_only() {
+        return problem(status, message);
+    }
     let statuses = tenants.reload().await;
     Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
 }
 
-async fn list(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
-    match tenant(&tenants, &params) {
+async fn list(
+    State(tenants): State<Arc<Tenants>>,
+    Extension(access): Extension<Access>,
+    UrlPath(params): UrlPath<HashMap<String, String>>,
+) -> Response {
+    match tenant(&tenants, &access, &params) {
         Ok(tenant) => Json(tenant.loader.status().await).into_response(),
         Err((status, message)) => problem(status, message),
     }
 }
 
-async fn reload(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
-    let tenant = match tenant(&tenants, &params) {
+async fn reload(
+    State(tenants): State<Arc<Tenants>>,
+    Extension(access): Extension<Access>,
+    UrlPath(params): UrlPath<HashMap<String, String>>,
+) -> Response {
+    let tenant = match tenant(&tenants, &access, &params) {
         Ok(tenant) => tenant,
         Err((status, message)) => return problem(status, message),
     };
@@ -190,10 +254,11 @@ struct LoadRequest {
 
 async fn load(
     State(tenants): State<Arc<Tenants>>,
+    Extension(access): Extension<Access>,
     UrlPath(params): UrlPath<HashMap<String, String>>,
     body: axum::body::Bytes,
 ) -> Response {
-    let tenant = match tenant(&tenants, &params) {
+    let tenant = match tenant(&tenants, &access, &params) {
         Ok(tenant) => tenant,
         Err((status, message)) => return problem(status, message),
     };
@@ -207,8 +272,12 @@ async fn load(
     }
 }
 
-async fn unload(State(tenants): State<Arc<Tenants>>, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
-    let tenant = match tenant(&tenants, &params) {
+async fn unload(
+    State(tenants): State<Arc<Tenants>>,
+    Extension(access): Extension<Access>,
+    UrlPath(params): UrlPath<HashMap<String, String>>,
+) -> Response {
+    let tenant = match tenant(&tenants, &access, &params) {
         Ok(tenant) => tenant,
         Err((status, message)) => return problem(status, message),
     };

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::loader::{PolicySource, Sources};
+use crate::loader::Sources;
 use crate::mcp::StateCodec;
 use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
@@ -41,6 +41,12 @@ struct CheckArgs {
     /// The policy file to judge it by (default: none, so nothing is granted).
     #[arg(long, value_name = "FILE", env = "CAPSULE_CONFIG")]
     config: Option<PathBuf>,
+    /// A tenants directory (as `serve --tenants`).
+    #[arg(long, value_name = "DIR", env = "CAPSULE_TENANTS")]
+    tenants: Option<PathBuf>,
+    /// The tenant whose policy judges the plugin (default: the only one).
+    #[arg(long, value_name = "ID")]
+    tenant: Option<String>,
     /// Print the report as JSON (for scripts).
     #[arg(long)]
     json: bool,
@@ -254,7 +260,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
 /// run at all (an unreadable file or policy).
 async fn check(args: CheckArgs) -> ExitCode {
     let report = async {
-        let policy = PolicySource { path: args.config, flags: LimitOverrides::default() }.read()?;
+        let flags = LimitOverrides::default();
+        let config = TenantsConfig { policy: args.config, dir: args.tenants, ..TenantsConfig::default() };
+        let policy = Configuration::read(&config)?.policy_of(args.tenant.as_deref(), &flags)?;
         crate::check::check(&args.plugin, &policy).await
     };
     match report.await {

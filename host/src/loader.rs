@@ -18,9 +18,10 @@ use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::catalog::{Catalog, Offerings, Published, Publisher};
-use crate::policy::{LimitOverrides, Limits, NeedsMode, Policy, QuotaOverrides};
+use crate::policy::{NeedsMode, Policy, QuotaOverrides};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 
 /// What to serve: the bundled examples, plugin directories, and single plugin files.
@@ -137,25 +138,6 @@ pub enum ControlError {
     Failed { name: String, reason: String },
 }
 
-/// Where a plugin's policy comes from when `capsule check` judges it.
-#[derive(Debug, Clone)]
-pub struct PolicySource {
-    /// The policy file, if any.
-    pub path: Option<PathBuf>,
-    /// Limits given on the command line.
-    pub flags: LimitOverrides,
-}
-
-impl PolicySource {
-    /// Read the policy (an empty one without a file).
-    pub fn read(&self) -> Result<Policy, crate::policy::PolicyError> {
-        match &self.path {
-            Some(path) => Policy::open(path, Limits::default(), &self.flags),
-            None => Policy::empty(&self.flags),
-        }
-    }
-}
-
 struct State {
     sources: Sources,
     /// Files the operator loaded; kept when the tenant's sources are reconfigured.
@@ -205,7 +187,8 @@ impl Loader {
             stop,
         });
         let relister = loader.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!("tenant", id = %tenant);
+        let task = async move {
             loop {
                 let names = tokio::select! {
                     names = relister.publisher.relists().next() => names,
@@ -213,7 +196,8 @@ impl Loader {
                 };
                 relister.relist(&names).await;
             }
-        });
+        };
+        tokio::spawn(task.instrument(span));
         loader
     }
 
@@ -373,13 +357,14 @@ impl Loader {
         let mut watched = Vec::new();
         self.rewatch(&mut watcher, &mut watched).await?;
         let loader = self.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!("tenant", id = %self.account.tenant());
+        let task = async move {
             loop {
                 tokio::select! {
                     () = loader.stop.cancelled() => return,
                     () = loader.rewatch.notified() => {
                         if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
-                            tracing::error!(tenant = %loader.account.tenant(), "cannot watch the plugin sources: {e}");
+                            tracing::error!("cannot watch the plugin sources: {e}");
                         }
                         continue;
                     }
@@ -388,7 +373,9 @@ impl Loader {
                 settle(&mut rx).await;
                 loader.reload().await;
             }
-        });
+        };
+        // The task outlives the caller's span: the reloads it logs still name the tenant.
+        tokio::spawn(task.instrument(span));
         Ok(())
     }
 

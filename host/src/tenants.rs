@@ -38,6 +38,8 @@ pub enum TenantsError {
     Duplicate(String),
     #[error("no tenant {0}")]
     Unknown(String),
+    #[error("several tenants are configured ({0}); name one with --tenant")]
+    Ambiguous(String),
 }
 
 /// Where the tenants' configuration comes from.
@@ -60,6 +62,8 @@ pub struct Tenant {
     pub id: Arc<str>,
     /// Host names (lowercase) whose `/mcp` requests are this tenant's.
     pub hosts: Vec<String>,
+    /// The SHA-256 of the token that administers this tenant alone, if it has one.
+    pub admin_token: Option<[u8; 32]>,
     pub loader: Arc<Loader>,
     pub shared: Arc<Shared>,
     /// Stops the tenant's watcher when it is removed.
@@ -88,6 +92,7 @@ impl TenantSet {
 struct Spec {
     id: String,
     hosts: Vec<String>,
+    admin_token: Option<[u8; 32]>,
     sources: Sources,
     /// `None`: a default tenant without a policy file (nothing granted, default limits).
     policy: Option<PolicyFile>,
@@ -116,6 +121,21 @@ impl Configuration {
     pub fn max_memory(&self, flags: &LimitOverrides) -> Result<usize, TenantsError> {
         let base = Limits::default().with(flags).map_err(PolicyError::Flags)?.memory;
         Ok(self.0.iter().filter_map(|s| s.policy.as_ref()).map(PolicyFile::max_memory).fold(base, usize::max))
+    }
+
+    /// The policy of one tenant, resolved against this machine: the one named, or the only
+    /// one (the default tenant when none are configured).
+    pub fn policy_of(self, tenant: Option<&str>, flags: &LimitOverrides) -> Result<Policy, TenantsError> {
+        let Configuration(mut specs) = self;
+        let at = match tenant {
+            Some(id) => specs.iter().position(|s| s.id == id).ok_or_else(|| TenantsError::Unknown(id.into()))?,
+            None if specs.len() == 1 => 0,
+            None => {
+                let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+                return Err(TenantsError::Ambiguous(ids.join(", ")));
+            }
+        };
+        Ok(resolve(specs.swap_remove(at).policy, flags)?)
     }
 }
 
@@ -150,16 +170,22 @@ impl Tenants {
             error: Mutex::new(None),
         });
         let mut set = TenantSet::default();
-        for Spec { id, hosts, sources, policy } in specs {
+        for Spec { id, hosts, admin_token, sources, policy } in specs {
             let policy = resolve(policy, &tenants.config.flags)?;
-            let tenant = tenants.start_one(id, hosts, sources, policy).await;
+            let tenant = tenants.start_one(id, (hosts, admin_token), sources, policy).await;
             set.tenants.insert(tenant.id.clone(), tenant);
         }
         tenants.published.send_replace(Arc::new(set));
         Ok(tenants)
     }
 
-    async fn start_one(&self, id: String, hosts: Vec<String>, sources: Sources, policy: Policy) -> Arc<Tenant> {
+    async fn start_one(
+        &self,
+        id: String,
+        (hosts, admin_token): (Vec<String>, Option<[u8; 32]>),
+        sources: Sources,
+        policy: Policy,
+    ) -> Arc<Tenant> {
         let span = tracing::info_span!("tenant", id = %id);
         let stop = self.stop.child_token();
         let loader =
@@ -170,7 +196,7 @@ impl Tenants {
         {
             tracing::error!(tenant = %id, "cannot watch the plugin sources: {e}");
         }
-        Arc::new(Tenant { id: id.into(), hosts, loader, shared, stop })
+        Arc::new(Tenant { id: id.into(), hosts, admin_token, loader, shared, stop })
     }
 
     /// The tenants now.
@@ -228,18 +254,19 @@ impl Tenants {
         };
         let old = self.current();
         let mut set = TenantSet::default();
-        for Spec { id, hosts, sources, policy } in specs {
+        for Spec { id, hosts, admin_token, sources, policy } in specs {
             let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
             let tenant = match (old.tenants.get(id.as_str()), policy) {
                 (Some(running), policy) => {
                     running.loader.reconfigure(sources, policy).await;
-                    if running.hosts == hosts {
+                    if running.hosts == hosts && running.admin_token == admin_token {
                         running.clone()
                     } else {
                         let Tenant { id, loader, shared, stop, .. } = &**running;
                         Arc::new(Tenant {
                             id: id.clone(),
                             hosts,
+                            admin_token,
                             loader: loader.clone(),
                             shared: shared.clone(),
                             stop: stop.clone(),
@@ -248,7 +275,7 @@ impl Tenants {
                 }
                 (None, Ok(policy)) => {
                     tracing::info!(tenant = %id, "new tenant");
-                    self.start_one(id, hosts, sources, policy).await
+                    self.start_one(id, (hosts, admin_token), sources, policy).await
                 }
                 (None, Err(e)) => {
                     tracing::error!(tenant = %id, "tenant not started: {e}");
@@ -371,13 +398,25 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
     }
     if tenants.is_empty() {
         let sources = config.sources.clone();
-        return Ok(vec![Spec { id: DEFAULT_TENANT.into(), hosts: Vec::new(), sources, policy: file }]);
+        return Ok(vec![Spec {
+            id: DEFAULT_TENANT.into(),
+            hosts: Vec::new(),
+            admin_token: None,
+            sources,
+            policy: file,
+        }]);
     }
     Ok(tenants
         .into_iter()
         .map(|t| {
             let (dirs, files) = t.sources.into_iter().partition(|p| p.extension().is_none_or(|e| e != "wasm"));
-            Spec { id: t.id, hosts: t.hosts, sources: Sources { bundled: false, dirs, files }, policy: Some(t.policy) }
+            Spec {
+                id: t.id,
+                hosts: t.hosts,
+                admin_token: t.admin_token,
+                sources: Sources { bundled: false, dirs, files },
+                policy: Some(t.policy),
+            }
         })
         .collect())
 }

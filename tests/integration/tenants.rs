@@ -208,3 +208,69 @@ fn stdio_serves_the_tenant_it_is_told_to() {
     assert!(!status.success());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_tenants_admin_token_opens_that_tenant_alone() {
+    use sha2::{Digest, Sha256};
+    let dir = scratch_dir("tenants-admin");
+    let policy = two_tenants(&dir);
+    let own_token = "acme-operator-token-0123456789";
+    let digest: String = Sha256::digest(own_token).iter().map(|b| format!("{b:02x}")).collect();
+    let text = std::fs::read_to_string(&policy)
+        .unwrap()
+        .replace("[tenants.acme]\n", &format!("[tenants.acme]\nadmin_token_sha256 = \"{digest}\"\n"));
+    std::fs::write(&policy, text).unwrap();
+    let (_server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
+    let get = reqwest::Method::GET;
+    let as_acme = |path: &'static str, method: reqwest::Method| {
+        let admin = &admin;
+        async move { admin.send(method, path, None, Some(own_token)).await.0 }
+    };
+    assert_eq!(as_acme("/t/acme/plugins", get.clone()).await, 200);
+    assert_eq!(as_acme("/t/acme/reload", reqwest::Method::POST).await, 200);
+    for (path, method) in [
+        ("/t/globex/plugins", get.clone()),
+        ("/t/globex/reload", reqwest::Method::POST),
+        ("/plugins", get.clone()),
+        ("/tenants", get.clone()),
+        ("/tenants/reload", reqwest::Method::POST),
+    ] {
+        assert_eq!(as_acme(path, method.clone()).await, 403, "{method} {path}");
+    }
+    let (status, _) = admin.send(get.clone(), "/t/acme/plugins", None, Some("acme-operator-token-0123456788")).await;
+    assert_eq!(status, 401);
+    // The server's token still opens everything.
+    assert_eq!(admin.call(get.clone(), "/t/globex/plugins", None).await.0, 200);
+    assert_eq!(admin.call(get, "/tenants", None).await.0, 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn check_judges_a_plugin_by_the_tenant_it_names() {
+    let dir = scratch_dir("tenants-check");
+    let policy = two_tenants(&dir);
+    let text = std::fs::read_to_string(&policy).unwrap() + "[tenants.globex.plugins.calc.limits]\ncpu_ms = 250\n";
+    std::fs::write(&policy, text).unwrap();
+    let calc = plugins().join("calc.wasm");
+    let check = |tenant: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"));
+        command.args(["check", "--json", "--config", policy.to_str().unwrap(), calc.to_str().unwrap()]);
+        if let Some(tenant) = tenant {
+            command.args(["--tenant", tenant]);
+        }
+        command.output().unwrap()
+    };
+    let limits = |output: &std::process::Output| -> Value {
+        assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()["grants"]["limits"].clone()
+    };
+    assert_eq!(limits(&check(Some("globex")))["cpu_ms"], 250);
+    assert_eq!(limits(&check(Some("acme")))["cpu_ms"], 5000);
+    for (tenant, expected) in [(None, "name one with --tenant"), (Some("initech"), "no tenant initech")] {
+        let output = check(tenant);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -27,6 +27,8 @@ pub(super) struct TenantEntry {
     /// Host names whose requests to `/mcp` are this tenant's.
     #[serde(default)]
     hosts: Vec<String>,
+    /// The SHA-256 (hex) of a bearer token for this tenant's admin routes alone.
+    admin_token_sha256: Option<String>,
     needs_beyond_grants: Option<NeedsMode>,
     #[serde(default)]
     limits: LimitOverrides,
@@ -45,6 +47,8 @@ pub struct TenantFile {
     pub sources: Vec<PathBuf>,
     /// Host names (lowercase, without a port) routed to this tenant.
     pub hosts: Vec<String>,
+    /// The SHA-256 of the token that administers this tenant (and no other).
+    pub admin_token: Option<[u8; 32]>,
     /// Its grants and limits.
     pub policy: PolicyFile,
 }
@@ -61,6 +65,20 @@ fn check_id(id: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A SHA-256 written as 64 hex digits.
+fn parse_sha256(hex: &str) -> Result<[u8; 32], String> {
+    let bad = || format!("admin_token_sha256: {hex:?} is not a SHA-256 in hex (64 digits)");
+    if hex.len() != 64 {
+        return Err(bad());
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+        *byte = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+    }
+    Ok(digest)
 }
 
 impl TenantEntry {
@@ -89,13 +107,14 @@ impl TenantEntry {
             }
             hosts.push(authority.host().to_ascii_lowercase());
         }
+        let admin_token = self.admin_token_sha256.as_deref().map(parse_sha256).transpose().map_err(failed)?;
         let defaults = defaults.with(&self.limits).map_err(|e| failed(format!("[limits]: {e}")))?;
         let quotas = quotas.with(&self.quotas).map_err(|e| failed(format!("[quotas]: {e}")))?;
         let needs = self.needs_beyond_grants.unwrap_or(needs);
         let policy = PolicyFile::of_plugins(path, base_dir, (defaults, quotas), needs, self.plugins)
             .map_err(|e| failed(e.to_string()))?;
         let sources = self.sources.iter().map(|s| base_dir.join(s)).collect();
-        Ok(TenantFile { id: id.into(), sources, hosts, policy })
+        Ok(TenantFile { id: id.into(), sources, hosts, admin_token, policy })
     }
 }
 
@@ -162,6 +181,7 @@ mod tests {
             [tenants.acme]
             sources = ["acme", "/opt/shared/calc.wasm"]
             hosts = ["MCP.Acme.example"]
+            admin_token_sha256 = "ABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABAB"
             [tenants.acme.limits]
             cpu_ms = 100
             [tenants.acme.quotas]
@@ -177,6 +197,8 @@ mod tests {
         assert_eq!(acme.id, "acme");
         assert_eq!(acme.sources, [PathBuf::from("/etc/capsule/acme"), PathBuf::from("/opt/shared/calc.wasm")]);
         assert_eq!(acme.hosts, ["mcp.acme.example"]);
+        assert_eq!(acme.admin_token, Some([0xab; 32]));
+        assert_eq!(globex.admin_token, None);
         assert_eq!(acme.policy.needs(), NeedsMode::Refuse);
         assert_eq!(globex.policy.needs(), NeedsMode::Warn);
         let defaults = acme.policy.defaults();
@@ -200,6 +222,7 @@ mod tests {
             ),
             ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.plugins.p]\nroots = true", "has no dirs"),
             ("[tenants.a]\nsources = [\"a\"]\ncolour = 1", "unknown field"),
+            ("[tenants.a]\nsources = [\"a\"]\nadmin_token_sha256 = \"12ab\"", "not a SHA-256"),
             ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.quotas]\ninstances = 0", "[quotas]: instances"),
             ("[plugins.p]\n[tenants.a]\nsources = [\"a\"]", "default tenant"),
         ] {
