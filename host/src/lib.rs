@@ -30,9 +30,12 @@
 //! and its own MCP state (sessions, subscriptions), and the registry publishes the set of
 //! tenants on a watch channel the HTTP transport routes by (`/t/{tenant}/mcp`, or a tenant's
 //! host name at `/mcp`). All tenants share one engine, so a component is compiled once.
-//! [`admin`] drives the registry and the loaders only.
+//! [`admin`] drives the registry and the loaders only. [`auth`] is a tenant's OAuth resource
+//! server: the HTTP transport authenticates each request with it before reading the body,
+//! and the MCP layer holds the resulting principal to its scopes.
 
 pub mod admin;
+pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod cli;

@@ -22,9 +22,10 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::auth::Authenticator;
 use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status, settle};
 use crate::mcp::{Shared, StateCodec};
-use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
+use crate::policy::{AuthConfig, LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
 
 /// Why the tenants' configuration cannot be used.
@@ -40,6 +41,8 @@ pub enum TenantsError {
     Unknown(String),
     #[error("several tenants are configured ({0}); name one with --tenant")]
     Ambiguous(String),
+    #[error("tenant {0}: {1}")]
+    Auth(String, String),
 }
 
 /// Where the tenants' configuration comes from.
@@ -64,6 +67,8 @@ pub struct Tenant {
     pub hosts: Vec<String>,
     /// The SHA-256 of the token that administers this tenant alone, if it has one.
     pub admin_token: Option<[u8; 32]>,
+    /// The resource server guarding the tenant's endpoint, if it takes tokens.
+    pub auth: Option<Arc<Authenticator>>,
     pub loader: Arc<Loader>,
     pub shared: Arc<Shared>,
     /// Stops the tenant's watcher when it is removed.
@@ -93,9 +98,15 @@ struct Spec {
     id: String,
     hosts: Vec<String>,
     admin_token: Option<[u8; 32]>,
+    auth: Option<AuthConfig>,
     sources: Sources,
     /// `None`: a default tenant without a policy file (nothing granted, default limits).
     policy: Option<PolicyFile>,
+}
+
+/// The resource server for these settings, if there are any.
+fn guard(auth: Option<AuthConfig>) -> Result<Option<Arc<Authenticator>>, String> {
+    auth.map(|config| Authenticator::new(config).map(Arc::new)).transpose()
 }
 
 /// Resolve a tenant's policy against this machine.
@@ -170,9 +181,10 @@ impl Tenants {
             error: Mutex::new(None),
         });
         let mut set = TenantSet::default();
-        for Spec { id, hosts, admin_token, sources, policy } in specs {
+        for Spec { id, hosts, admin_token, auth, sources, policy } in specs {
             let policy = resolve(policy, &tenants.config.flags)?;
-            let tenant = tenants.start_one(id, (hosts, admin_token), sources, policy).await;
+            let auth = guard(auth).map_err(|e| TenantsError::Auth(id.clone(), e))?;
+            let tenant = tenants.start_one(id, (hosts, admin_token, auth), sources, policy).await;
             set.tenants.insert(tenant.id.clone(), tenant);
         }
         tenants.published.send_replace(Arc::new(set));
@@ -182,7 +194,7 @@ impl Tenants {
     async fn start_one(
         &self,
         id: String,
-        (hosts, admin_token): (Vec<String>, Option<[u8; 32]>),
+        (hosts, admin_token, auth): (Vec<String>, Option<[u8; 32]>, Option<Arc<Authenticator>>),
         sources: Sources,
         policy: Policy,
     ) -> Arc<Tenant> {
@@ -196,7 +208,7 @@ impl Tenants {
         {
             tracing::error!(tenant = %id, "cannot watch the plugin sources: {e}");
         }
-        Arc::new(Tenant { id: id.into(), hosts, admin_token, loader, shared, stop })
+        Arc::new(Tenant { id: id.into(), hosts, admin_token, auth, loader, shared, stop })
     }
 
     /// The tenants now.
@@ -254,12 +266,34 @@ impl Tenants {
         };
         let old = self.current();
         let mut set = TenantSet::default();
-        for Spec { id, hosts, admin_token, sources, policy } in specs {
+        for Spec { id, hosts, admin_token, auth, sources, policy } in specs {
             let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
-            let tenant = match (old.tenants.get(id.as_str()), policy) {
+            let running = old.tenants.get(id.as_str());
+            // A resource server whose settings did not change keeps its cached keys.
+            let auth = match running.and_then(|r| r.auth.as_ref()) {
+                Some(same) if Some(same.config()) == auth.as_ref() => Ok(Some(same.clone())),
+                _ => guard(auth),
+            };
+            let auth = match auth {
+                Ok(auth) => auth,
+                Err(e) => {
+                    tracing::error!(tenant = %id, "{e}; the tenant is not changed");
+                    *error = Some(e);
+                    if let Some(running) = running {
+                        set.tenants.insert(running.id.clone(), running.clone());
+                    }
+                    continue;
+                }
+            };
+            let tenant = match (running, policy) {
                 (Some(running), policy) => {
                     running.loader.reconfigure(sources, policy).await;
-                    if running.hosts == hosts && running.admin_token == admin_token {
+                    let same_auth = match (&running.auth, &auth) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    if running.hosts == hosts && running.admin_token == admin_token && same_auth {
                         running.clone()
                     } else {
                         let Tenant { id, loader, shared, stop, .. } = &**running;
@@ -267,6 +301,7 @@ impl Tenants {
                             id: id.clone(),
                             hosts,
                             admin_token,
+                            auth,
                             loader: loader.clone(),
                             shared: shared.clone(),
                             stop: stop.clone(),
@@ -275,7 +310,7 @@ impl Tenants {
                 }
                 (None, Ok(policy)) => {
                     tracing::info!(tenant = %id, "new tenant");
-                    self.start_one(id, (hosts, admin_token), sources, policy).await
+                    self.start_one(id, (hosts, admin_token, auth), sources, policy).await
                 }
                 (None, Err(e)) => {
                     tracing::error!(tenant = %id, "tenant not started: {e}");
@@ -398,10 +433,12 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
     }
     if tenants.is_empty() {
         let sources = config.sources.clone();
+        let auth = file.as_ref().and_then(|f| f.auth().cloned());
         return Ok(vec![Spec {
             id: DEFAULT_TENANT.into(),
             hosts: Vec::new(),
             admin_token: None,
+            auth,
             sources,
             policy: file,
         }]);
@@ -414,6 +451,7 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
                 id: t.id,
                 hosts: t.hosts,
                 admin_token: t.admin_token,
+                auth: t.policy.auth().cloned(),
                 sources: Sources { bundled: false, dirs, files },
                 policy: Some(t.policy),
             }

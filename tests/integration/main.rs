@@ -3,6 +3,7 @@
 //! official conformance suite, the official Python and TypeScript SDK clients, and raw
 //! HTTP for the cases no client would send.
 
+mod auth;
 mod bad_input;
 mod battery;
 mod clients;

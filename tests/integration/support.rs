@@ -51,10 +51,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Start `capsule serve --listen 127.0.0.1:0` with extra arguments and wait until it listens.
+    /// Start `capsule serve --listen 127.0.0.1:0` (unless `args` name an address) with extra
+    /// arguments and wait until it listens.
     pub fn http(args: &[&str]) -> Server {
+        let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("serve")
+            .args(listen)
             .args(args)
             .env("CAPSULE_LOG", "info")
             .stdin(Stdio::null())
@@ -161,13 +164,21 @@ pub struct Client {
     pub url: String,
     pub session: Option<String>,
     pub version: String,
+    /// A bearer token sent with every request.
+    pub bearer: Option<String>,
 }
 
 pub const META_2026: &str = "2026-07-28";
 
 impl Client {
     pub fn new(url: &str) -> Client {
-        Client { http: reqwest::Client::new(), url: url.to_owned(), session: None, version: "2025-11-25".into() }
+        Client {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            session: None,
+            version: "2025-11-25".into(),
+            bearer: None,
+        }
     }
 
     /// A POST with the standard headers, and the session's when there is one.
@@ -177,6 +188,10 @@ impl Client {
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
+        let request = match &self.bearer {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
         match &self.session {
             Some(session) => request.header("mcp-session-id", session).header("mcp-protocol-version", &self.version),
             None => request,

@@ -17,9 +17,10 @@ use super::meta::Meta;
 use super::reply::{Reply, ToolReply, wire_json};
 use super::request::RequestCx;
 use super::{
-    CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, call_error, check_uri,
-    convert, input, off_reactor, plugin_error,
+    CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, authorize, call_error,
+    check_uri, convert, input, off_reactor, plugin_error,
 };
+use crate::auth::scope::Kind;
 use crate::policy::ClientRoots;
 use crate::runtime::types as wit;
 
@@ -50,6 +51,7 @@ impl CapsuleServer {
                 Some(json!({"name": params.name})),
             ));
         };
+        authorize(cx, &entry.plugin, Kind::Tools, &params.name)?;
         let failed = |message: String| Ok(Reply::Tool(ToolReply::error(message)));
         if let Err(quota) = entry.plugin.account().take(cx.caller(), &params.name) {
             return failed(quota.to_string());
@@ -68,7 +70,8 @@ impl CapsuleServer {
             return failed(format!("Invalid arguments for tool {}: {problems}", params.name));
         }
         let plugin = entry.plugin.clone();
-        let bound_to = format!("tools/call\0{}", params.name);
+        // Sealed state is the principal's: another caller cannot replay it.
+        let bound_to = format!("tools/call\0{}\0{}", params.name, cx.caller());
         let op = ToolCall { name: &params.name, arguments: text };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
@@ -130,7 +133,8 @@ impl CapsuleServer {
         let Some(plugin) = catalog.resource_owner(&params.uri).cloned() else {
             return Err(not_found(format!("Resource not found: {}", params.uri)));
         };
-        let bound_to = format!("resources/read\0{}", params.uri);
+        authorize(cx, &plugin, Kind::Resources, &params.uri)?;
+        let bound_to = format!("resources/read\0{}\0{}", params.uri, cx.caller());
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, ResourceRead { uri: &params.uri }, &bound_to, retry).await;
         match outcome {
@@ -181,7 +185,8 @@ impl CapsuleServer {
             ));
         }
         let plugin = entry.plugin.clone();
-        let bound_to = format!("prompts/get\0{}", params.name);
+        authorize(cx, &plugin, Kind::Prompts, &params.name)?;
+        let bound_to = format!("prompts/get\0{}\0{}", params.name, cx.caller());
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let op = PromptGet { name: &params.name, arguments: &arguments };
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
@@ -201,13 +206,17 @@ impl CapsuleServer {
         cx: &RequestCx,
     ) -> Result<CompleteResult, ErrorData> {
         let catalog = self.shared.catalog();
-        let (plugin, reference) = match &params.r#ref {
-            Reference::Prompt(p) => {
-                (catalog.prompt(&p.name).map(|e| e.plugin.clone()), wit::Reference::Prompt(p.name.clone()))
-            }
+        let (plugin, reference, kind, name) = match &params.r#ref {
+            Reference::Prompt(p) => (
+                catalog.prompt(&p.name).map(|e| e.plugin.clone()),
+                wit::Reference::Prompt(p.name.clone()),
+                Kind::Prompts,
+                &p.name,
+            ),
             Reference::Resource(r) => {
                 check_uri(&r.uri)?;
-                (catalog.template_owner(&r.uri).cloned(), wit::Reference::ResourceTemplate(r.uri.clone()))
+                let owner = catalog.template_owner(&r.uri).cloned();
+                (owner, wit::Reference::ResourceTemplate(r.uri.clone()), Kind::Resources, &r.uri)
             }
             _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),
         };
@@ -217,6 +226,7 @@ impl CapsuleServer {
                 None,
             ));
         };
+        authorize(cx, &plugin, kind, name)?;
         if !plugin.manifest().completion {
             return Ok(CompleteResult::new(CompletionInfo::new(Vec::new()).unwrap_or_default()));
         }

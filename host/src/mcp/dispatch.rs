@@ -136,12 +136,12 @@ impl CapsuleServer {
                 let p: Option<PaginatedRequestParams> = optional(raw)?;
                 let cx = self.enter(p.as_ref().and_then(|p| view(&p.meta)), method, Era::Any, front)?;
                 let result = match method {
-                    "tools/list" => self.list_tools(&p).map(ServerResult::ListToolsResult),
-                    "resources/list" => self.list_resources(&p).map(ServerResult::ListResourcesResult),
+                    "tools/list" => self.list_tools(&p, &cx).map(ServerResult::ListToolsResult),
+                    "resources/list" => self.list_resources(&p, &cx).map(ServerResult::ListResourcesResult),
                     "resources/templates/list" => {
-                        self.list_resource_templates(&p).map(ServerResult::ListResourceTemplatesResult)
+                        self.list_resource_templates(&p, &cx).map(ServerResult::ListResourceTemplatesResult)
                     }
-                    _ => self.list_prompts(&p).map(ServerResult::ListPromptsResult),
+                    _ => self.list_prompts(&p, &cx).map(ServerResult::ListPromptsResult),
                 };
                 finish(&cx, result)
             }

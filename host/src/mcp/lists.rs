@@ -2,6 +2,9 @@
 //! its lists, resource subscriptions, the legacy log level, and `subscriptions/listen`
 //! streams of changes.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use rmcp::ErrorData;
 use rmcp::model::{
     DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
@@ -13,9 +16,11 @@ use rmcp::model::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::request::RequestCx;
 use super::session::{self, Change};
 use super::{CapsuleServer, MAX_URI_BYTES, check_uri, convert, paged};
-use crate::runtime::ListKind;
+use crate::auth::scope::Kind;
+use crate::runtime::{ListKind, Plugin};
 
 /// Resources one session may subscribe to at once.
 const MAX_SUBSCRIPTIONS: usize = 1_000;
@@ -69,10 +74,36 @@ pub fn discover_result() -> DiscoverResult {
     DiscoverResult::from_server_info(VERSIONS.to_vec(), server_config())
 }
 
+/// The items of a list the request's principal may use: all of them without authentication.
+fn visible<'a, T>(
+    items: &'a [Arc<T>],
+    cx: &RequestCx,
+    names: impl Fn(&T) -> (&Arc<Plugin>, Kind, &str),
+) -> Cow<'a, [Arc<T>]> {
+    match &cx.principal {
+        None => Cow::Borrowed(items),
+        Some(principal) => Cow::Owned(
+            items
+                .iter()
+                .filter(|item| {
+                    let (plugin, kind, name) = names(item);
+                    principal.scopes.allows(plugin.name(), kind, name)
+                })
+                .cloned()
+                .collect(),
+        ),
+    }
+}
+
 impl CapsuleServer {
-    pub(super) fn list_tools(&self, params: &Option<PaginatedRequestParams>) -> Result<ListToolsResult, ErrorData> {
+    pub(super) fn list_tools(
+        &self,
+        params: &Option<PaginatedRequestParams>,
+        cx: &RequestCx,
+    ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.shared.catalog();
-        let (tools, next) = paged(catalog.tools(), params)?;
+        let tools = visible(catalog.tools(), cx, |e| (&e.plugin, Kind::Tools, &e.tool.name));
+        let (tools, next) = paged(&tools, params)?;
         let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
         result.next_cursor = next;
         Ok(result)
@@ -81,9 +112,11 @@ impl CapsuleServer {
     pub(super) fn list_resources(
         &self,
         params: &Option<PaginatedRequestParams>,
+        cx: &RequestCx,
     ) -> Result<ListResourcesResult, ErrorData> {
         let catalog = self.shared.catalog();
-        let (resources, next) = paged(catalog.resources(), params)?;
+        let resources = visible(catalog.resources(), cx, |e| (&e.plugin, Kind::Resources, &e.resource.uri));
+        let (resources, next) = paged(&resources, params)?;
         let mut result =
             ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
         result.next_cursor = next;
@@ -93,9 +126,11 @@ impl CapsuleServer {
     pub(super) fn list_resource_templates(
         &self,
         params: &Option<PaginatedRequestParams>,
+        cx: &RequestCx,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let catalog = self.shared.catalog();
-        let (templates, next) = paged(catalog.templates(), params)?;
+        let templates = visible(catalog.templates(), cx, |e| (&e.plugin, Kind::Resources, &e.template.uri_template));
+        let (templates, next) = paged(&templates, params)?;
         let mut result = ListResourceTemplatesResult::with_all_items(
             templates.iter().map(|t| convert::template(&t.template)).collect(),
         );
@@ -103,9 +138,14 @@ impl CapsuleServer {
         Ok(result)
     }
 
-    pub(super) fn list_prompts(&self, params: &Option<PaginatedRequestParams>) -> Result<ListPromptsResult, ErrorData> {
+    pub(super) fn list_prompts(
+        &self,
+        params: &Option<PaginatedRequestParams>,
+        cx: &RequestCx,
+    ) -> Result<ListPromptsResult, ErrorData> {
         let catalog = self.shared.catalog();
-        let (prompts, next) = paged(catalog.prompts(), params)?;
+        let prompts = visible(catalog.prompts(), cx, |e| (&e.plugin, Kind::Prompts, &e.prompt.name));
+        let (prompts, next) = paged(&prompts, params)?;
         let mut result =
             ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
         result.next_cursor = next;

@@ -33,6 +33,7 @@ pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, Transport};
 pub use session::{InFlight, Sessions};
 pub use state::StateCodec;
 
+use crate::auth::scope::{self, Kind};
 use crate::catalog::{Catalog, Published, page};
 use crate::policy::ClientRoots;
 use crate::runtime::{CallError, Events, Plugin, types as wit};
@@ -138,6 +139,24 @@ fn paged<'a, T>(
     params: &Option<PaginatedRequestParams>,
 ) -> Result<(&'a [T], Option<String>), ErrorData> {
     page(items, cursor(params), PAGE_SIZE).map_err(|e| ErrorData::invalid_params(e, None))
+}
+
+/// The code of a refusal for want of a scope; over HTTP it is also a 403 whose challenge
+/// names the scope, so the client can step up.
+pub const INSUFFICIENT_SCOPE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32003);
+
+/// Refuse a request for `plugin`'s item that the principal's token does not cover.
+fn authorize(cx: &RequestCx, plugin: &Plugin, kind: Kind, name: &str) -> Result<(), ErrorData> {
+    let Some(principal) = &cx.principal else { return Ok(()) };
+    let needed = scope::of_item(plugin.name(), kind, name);
+    if principal.scopes.covers(&needed) {
+        return Ok(());
+    }
+    Err(ErrorData::new(
+        INSUFFICIENT_SCOPE,
+        format!("Forbidden: this request needs the scope {needed}"),
+        Some(serde_json::json!({ "scope": needed })),
+    ))
 }
 
 /// A sandbox fault as the MCP error for a non-tool request.

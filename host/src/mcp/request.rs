@@ -17,6 +17,8 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Principal;
+
 /// A boxed future, as a [`ClientLink`] returns.
 pub type LinkFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LinkError>> + Send + 'a>>;
 
@@ -73,9 +75,9 @@ pub struct Origin {
     /// connection is the session, and none for 2026-07-28 requests, which have no session.
     pub session: Option<Arc<str>>,
     /// Who sent it, when the transport authenticated the sender; `None` is an anonymous
-    /// caller (stdio, or HTTP without authentication), and all of those are one caller to
-    /// per-caller quotas.
-    pub principal: Option<Arc<str>>,
+    /// caller (stdio, or HTTP to a tenant without `[auth]`), and all of those are one caller
+    /// to per-caller quotas.
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl Origin {
@@ -84,9 +86,10 @@ impl Origin {
         Origin { transport: Transport::Stdio, session: None, principal: None }
     }
 
-    /// A request over HTTP, in `session` if it has one.
-    pub fn http(session: Option<Arc<str>>) -> Origin {
-        Origin { transport: Transport::Http, session, principal: None }
+    /// A request over HTTP, in `session` if it has one, from `principal` if the tenant
+    /// authenticates its callers.
+    pub fn http(session: Option<Arc<str>>, principal: Option<Arc<Principal>>) -> Origin {
+        Origin { transport: Transport::Http, session, principal }
     }
 }
 
@@ -120,13 +123,13 @@ pub struct RequestCx {
     /// The way back to the client.
     pub link: Arc<dyn ClientLink>,
     /// Who sent it ([`Origin::principal`]).
-    pub principal: Option<Arc<str>>,
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl RequestCx {
     /// The caller, as per-caller quotas count it: anonymous callers are one.
     pub fn caller(&self) -> &str {
-        self.principal.as_deref().unwrap_or("")
+        self.principal.as_ref().map_or("", |p| &*p.id)
     }
 
     /// A 2026-07-28 (stateless) request.

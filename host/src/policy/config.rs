@@ -14,8 +14,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use thiserror::Error;
 
+use super::auth::AuthEntry;
 use super::tenants::{TenantEntry, TenantFile};
-use super::{DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, Secret};
+use super::{
+    AuthConfig, DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, Secret,
+};
 
 /// Why a policy file cannot be used. The server refuses to start with one (and a reload
 /// keeps the previous policy).
@@ -31,6 +34,8 @@ pub enum PolicyError {
     Limits { path: PathBuf, message: String },
     #[error("policy file {path}: [quotas]: {message}")]
     Quotas { path: PathBuf, message: String },
+    #[error("policy file {path}: [auth]: {message}")]
+    Auth { path: PathBuf, message: String },
     #[error("command-line limits: {0}")]
     Flags(String),
     #[error("{path}: tenant {tenant}: {message}")]
@@ -46,6 +51,7 @@ struct File {
     limits: LimitOverrides,
     #[serde(default)]
     quotas: QuotaOverrides,
+    auth: Option<AuthEntry>,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
     #[serde(default)]
@@ -94,6 +100,7 @@ pub struct Policy {
     defaults: Limits,
     needs: NeedsMode,
     quotas: Quotas,
+    auth: Option<AuthConfig>,
     plugins: BTreeMap<String, Arc<Grants>>,
 }
 
@@ -107,6 +114,7 @@ impl Policy {
             defaults,
             needs: NeedsMode::default(),
             quotas: Quotas::default(),
+            auth: None,
             plugins: BTreeMap::new(),
         })
     }
@@ -147,6 +155,11 @@ impl Policy {
         self.quotas
     }
 
+    /// The tenant's authorization settings, if its endpoint takes tokens.
+    pub fn auth(&self) -> Option<&AuthConfig> {
+        self.auth.as_ref()
+    }
+
     /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
     pub fn max_memory(&self) -> usize {
         self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max)
@@ -160,6 +173,7 @@ pub struct PolicyFile {
     defaults: Limits,
     needs: NeedsMode,
     quotas: Quotas,
+    auth: Option<AuthConfig>,
     plugins: BTreeMap<String, PluginGrants>,
     tenants: Vec<TenantFile>,
 }
@@ -191,6 +205,11 @@ impl PolicyFile {
         let quotas = Quotas::default()
             .with(&file.quotas)
             .map_err(|message| PolicyError::Quotas { path: path.into(), message })?;
+        let auth = file
+            .auth
+            .map(AuthEntry::check)
+            .transpose()
+            .map_err(|message| PolicyError::Auth { path: path.into(), message })?;
         if !file.tenants.is_empty()
             && let Some(plugin) = file.plugins.keys().next()
         {
@@ -211,6 +230,7 @@ impl PolicyFile {
         let mut policy =
             PolicyFile::of_plugins(path, base_dir, (defaults, quotas), file.needs_beyond_grants, file.plugins)?;
         policy.tenants = tenants;
+        policy.auth = auth;
         Ok(policy)
     }
 
@@ -231,7 +251,7 @@ impl PolicyFile {
             })?;
             plugins.insert(name, grants);
         }
-        Ok(PolicyFile { path: path.into(), defaults, needs, quotas, plugins, tenants: Vec::new() })
+        Ok(PolicyFile { path: path.into(), defaults, needs, quotas, auth: None, plugins, tenants: Vec::new() })
     }
 
     /// The file this policy was read from.
@@ -252,6 +272,15 @@ impl PolicyFile {
     /// The quotas of the tenant this policy is.
     pub fn quotas(&self) -> Quotas {
         self.quotas
+    }
+
+    /// Authorization settings of the tenant this policy is, if its endpoint takes tokens.
+    pub fn auth(&self) -> Option<&AuthConfig> {
+        self.auth.as_ref()
+    }
+
+    pub(super) fn set_auth(&mut self, auth: Option<AuthConfig>) {
+        self.auth = auth;
     }
 
     /// The largest memory limit of any plugin, its tenants' included.
@@ -277,7 +306,14 @@ impl PolicyFile {
             })?;
             plugins.insert(name, Arc::new(grants));
         }
-        Ok(Policy { source: Some(self.path), defaults: self.defaults, needs: self.needs, quotas: self.quotas, plugins })
+        Ok(Policy {
+            source: Some(self.path),
+            defaults: self.defaults,
+            needs: self.needs,
+            quotas: self.quotas,
+            auth: self.auth,
+            plugins,
+        })
     }
 }
 

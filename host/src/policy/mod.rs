@@ -14,6 +14,7 @@
 //!
 //! This layer is plain data and checks: the runtime enforces it, and it knows nothing of MCP.
 
+mod auth;
 mod config;
 mod fs;
 mod needs;
@@ -26,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use auth::{ALGORITHMS, ApiKey, AuthConfig};
 pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
@@ -140,6 +142,18 @@ pub const MAX_OUTPUT_KIB: u64 = 1 << 20;
 pub const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
 /// The most instances a server may have, and so the most one plugin may reserve.
 pub const MAX_INSTANCES: u32 = 10_000;
+
+/// A SHA-256 written as 64 hex digits.
+pub(crate) fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(digest)
+}
 
 /// `value` if it lies in `1..=max`, else why not (`name` as the operator wrote it).
 pub fn in_range(name: &str, value: u64, max: u64) -> Result<u64, String> {

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use http::uri::Authority;
 use serde::Deserialize;
 
+use super::auth::AuthEntry;
 use super::config::PluginEntry;
-use super::{LimitOverrides, Limits, NeedsMode, PolicyError, PolicyFile, QuotaOverrides, Quotas};
+use super::{LimitOverrides, Limits, NeedsMode, PolicyError, PolicyFile, QuotaOverrides, Quotas, parse_sha256};
 
 /// The name of a tenant's own file in its folder under a tenants directory.
 pub const TENANT_FILE: &str = "tenant.toml";
@@ -34,6 +35,7 @@ pub(super) struct TenantEntry {
     limits: LimitOverrides,
     #[serde(default)]
     quotas: QuotaOverrides,
+    auth: Option<AuthEntry>,
     #[serde(default)]
     plugins: BTreeMap<String, PluginEntry>,
 }
@@ -67,20 +69,6 @@ fn check_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A SHA-256 written as 64 hex digits.
-fn parse_sha256(hex: &str) -> Result<[u8; 32], String> {
-    let bad = || format!("admin_token_sha256: {hex:?} is not a SHA-256 in hex (64 digits)");
-    if hex.len() != 64 {
-        return Err(bad());
-    }
-    let mut digest = [0u8; 32];
-    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
-        *byte = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
-    }
-    Ok(digest)
-}
-
 impl TenantEntry {
     /// Check one tenant of a policy file (`path`); the tenant's limits apply on top of the
     /// file's defaults (command-line limits included), and its plugins' on top of those; its
@@ -107,12 +95,20 @@ impl TenantEntry {
             }
             hosts.push(authority.host().to_ascii_lowercase());
         }
-        let admin_token = self.admin_token_sha256.as_deref().map(parse_sha256).transpose().map_err(failed)?;
+        let admin_token =
+            match self.admin_token_sha256.as_deref() {
+                Some(hex) => Some(parse_sha256(hex).ok_or_else(|| {
+                    failed(format!("admin_token_sha256: {hex:?} is not a SHA-256 in hex (64 digits)"))
+                })?),
+                None => None,
+            };
+        let auth = self.auth.map(AuthEntry::check).transpose().map_err(|e| failed(format!("[auth]: {e}")))?;
         let defaults = defaults.with(&self.limits).map_err(|e| failed(format!("[limits]: {e}")))?;
         let quotas = quotas.with(&self.quotas).map_err(|e| failed(format!("[quotas]: {e}")))?;
         let needs = self.needs_beyond_grants.unwrap_or(needs);
-        let policy = PolicyFile::of_plugins(path, base_dir, (defaults, quotas), needs, self.plugins)
+        let mut policy = PolicyFile::of_plugins(path, base_dir, (defaults, quotas), needs, self.plugins)
             .map_err(|e| failed(e.to_string()))?;
+        policy.set_auth(auth);
         let sources = self.sources.iter().map(|s| base_dir.join(s)).collect();
         Ok(TenantFile { id: id.into(), sources, hosts, admin_token, policy })
     }

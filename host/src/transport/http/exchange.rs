@@ -26,6 +26,8 @@ const QUEUE: usize = 64;
 pub struct Answer {
     /// The HTTP status, if the answer goes out as JSON.
     pub status: StatusCode,
+    /// A `WWW-Authenticate` challenge to send with it, if it goes out as JSON.
+    pub challenge: Option<String>,
     /// The responses: one, or a batch's (answered as an array).
     pub messages: Vec<Vec<u8>>,
     pub batch: bool,
@@ -33,7 +35,7 @@ pub struct Answer {
 
 impl Answer {
     pub fn one(status: StatusCode, message: Vec<u8>) -> Answer {
-        Answer { status, messages: vec![message], batch: false }
+        Answer { status, challenge: None, messages: vec![message], batch: false }
     }
 }
 
@@ -65,7 +67,13 @@ where
         }
         answer = &mut work => match answer.messages.len() {
             0 => StatusCode::ACCEPTED.into_response(),
-            1 if !answer.batch => json(answer.status, answer.messages.into_iter().next().unwrap_or_default()),
+            1 if !answer.batch => {
+                let mut response = json(answer.status, answer.messages.into_iter().next().unwrap_or_default());
+                if let Some(challenge) = answer.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+                }
+                response
+            }
             _ => json(answer.status, jsonrpc::array(&answer.messages)),
         },
     }

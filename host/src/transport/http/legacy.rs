@@ -18,6 +18,7 @@ use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, json};
 use super::session::{Session, SessionTable};
 use super::text;
+use crate::auth::Principal;
 use crate::mcp::{Front, Origin};
 
 /// The session a request names, if it names one.
@@ -25,6 +26,14 @@ use crate::mcp::{Front, Origin};
 /// (404), rather than no session at all (400).
 fn session_id(headers: &HeaderMap) -> Option<&str> {
     headers.get("mcp-session-id").map(|v| v.to_str().unwrap_or_default())
+}
+
+/// Who sent a request, when the tenant authenticates its callers.
+pub type Caller = Option<Arc<Principal>>;
+
+/// The id a session is bound to.
+fn caller_id(caller: &Caller) -> Option<&str> {
+    caller.as_ref().map(|p| &*p.id)
 }
 
 fn no_session() -> Response {
@@ -35,13 +44,18 @@ fn no_session() -> Response {
 }
 
 /// A POST for a legacy session (or one opening a session).
-pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, client: Option<IpAddr>, body: &[u8]) -> Response {
+pub async fn post(
+    table: &Arc<SessionTable>,
+    headers: &HeaderMap,
+    (client, caller): (Option<IpAddr>, &Caller),
+    body: &[u8],
+) -> Response {
     let incoming = match jsonrpc::read(body) {
         Ok(incoming) => incoming,
         Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
     };
     let session = match session_id(headers) {
-        Some(id) => match table.get(id) {
+        Some(id) => match table.get(id, caller_id(caller)) {
             Some(session) => Some(session),
             None => return no_session(),
         },
@@ -49,10 +63,10 @@ pub async fn post(table: &Arc<SessionTable>, headers: &HeaderMap, client: Option
     };
     match (incoming, session) {
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
-            initialize(table, client, id, params).await
+            initialize(table, (client, caller), id, params).await
         }
-        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message)).await,
-        (Incoming::Batch(items), Some(session)) => batch(&session, items).await,
+        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, caller)).await,
+        (Incoming::Batch(items), Some(session)) => batch(&session, items, caller).await,
         (Incoming::Batch(_), None) => {
             let error = ErrorData::invalid_request(
                 format!(
@@ -104,11 +118,11 @@ fn declares_version(params: Option<&RawValue>) -> bool {
 /// `initialize`: a new session, answered with its id.
 async fn initialize(
     table: &Arc<SessionTable>,
-    client: Option<IpAddr>,
+    (client, caller): (Option<IpAddr>, &Caller),
     id: RequestId,
     params: Option<&RawValue>,
 ) -> Response {
-    let session = match table.create(client) {
+    let session = match table.create(client, caller.as_ref().map(|p| p.id.clone())) {
         Ok(session) => session,
         Err(full) => {
             let error = ErrorData::new(ErrorCode(-32000), full.to_string(), None);
@@ -116,13 +130,13 @@ async fn initialize(
         }
     };
     let (link, _notes) = exchange::link(None);
-    let origin = Origin::http(Some(session.id.clone()));
+    let origin = Origin::http(Some(session.id.clone()), caller.clone());
     let front = Front { origin, id, link, cancelled: session.ended.child_token(), declared: None };
     let answer = session.server.request("initialize", params, &front).await;
     let mut response = match answer {
         Ok(result) => json(StatusCode::OK, jsonrpc::response(&front.id, &result)),
         Err(error) => {
-            table.remove(&session.id);
+            table.remove(&session.id, caller_id(caller));
             return json(StatusCode::OK, jsonrpc::error(Some(&front.id), &error));
         }
     };
@@ -136,12 +150,12 @@ async fn initialize(
 type Work = std::pin::Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// Take one message: notifications and answers at once, a request as work to run.
-fn one(session: &Arc<Session>, message: Message<'_>) -> OneOf {
+fn one(session: &Arc<Session>, message: Message<'_>, caller: &Caller) -> OneOf {
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             let in_flight = session.server.begin(&id);
-            let origin = Origin::http(Some(session.id.clone()));
+            let origin = Origin::http(Some(session.id.clone()), caller.clone());
             let front = Front { origin, id, link, cancelled: in_flight.token().clone(), declared: None };
             let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
@@ -196,7 +210,7 @@ async fn exchange_for(work: OneOf) -> Response {
 
 /// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
-async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>) -> Response {
+async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>, caller: &Caller) -> Response {
     if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session") {
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
@@ -205,7 +219,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>)
     for item in items {
         match jsonrpc::batch_element(item) {
             Err(answer) => works.push(Box::pin(std::future::ready(Some(answer)))),
-            Ok(message) => match one(session, message) {
+            Ok(message) => match one(session, message, caller) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
                     // Each element's messages join the batch's one stream.
@@ -226,15 +240,15 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>)
     let task = tokio::spawn(jsonrpc::run_batch(works));
     let work = async move {
         let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().collect();
-        Answer { status: StatusCode::OK, messages, batch: true }
+        Answer { status: StatusCode::OK, challenge: None, messages, batch: true }
     };
     exchange::respond(work, notes).await
 }
 
 /// GET: the session's stream of what belongs to no request.
-pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap) -> Response {
+pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
-    let Some(session) = table.get(id) else { return no_session() };
+    let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     // An id this session never issued would silence the stream (nothing comes after it).
     let after = match resume.map(str::parse::<u64>) {
@@ -255,7 +269,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap) -> Response {
 }
 
 /// DELETE: end the session.
-pub fn delete(table: &SessionTable, headers: &HeaderMap) -> Response {
+pub fn delete(table: &SessionTable, headers: &HeaderMap, caller: &Caller) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
-    if table.remove(id) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
+    if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
 }

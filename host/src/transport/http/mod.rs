@@ -11,6 +11,7 @@
 //! within its limit, and answered as JSON unless something must reach the client first
 //! (`exchange`).
 
+mod auth;
 mod checks;
 mod exchange;
 mod headers;
@@ -29,7 +30,7 @@ use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{any, get};
 use http_body_util::BodyExt;
 use rmcp::ErrorData;
 use rmcp::model::ProtocolVersion;
@@ -166,7 +167,13 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
             follower.prune(&set);
         }
     });
-    Router::new().route("/mcp", any(by_host)).route("/t/{tenant}/mcp", any(by_path)).with_state(door)
+    Router::new()
+        .route("/mcp", any(by_host))
+        .route("/t/{tenant}/mcp", any(by_path))
+        .route("/.well-known/oauth-protected-resource", get(auth::metadata_by_host))
+        .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host))
+        .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path))
+        .with_state(door)
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
@@ -244,7 +251,7 @@ async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Respon
         set.by_host(&checks::bare_host(host.host()))
     });
     match tenant {
-        Some(tenant) => handle(&door, door.endpoint(tenant), request).await,
+        Some(tenant) => handle(&door, tenant, request).await,
         None => text(404, "Not Found: no such tenant"),
     }
 }
@@ -256,7 +263,7 @@ async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, req
         return refused;
     }
     match set.tenants.get(id.as_str()) {
-        Some(tenant) => handle(&door, door.endpoint(tenant), request).await,
+        Some(tenant) => handle(&door, tenant, request).await,
         None => text(404, "Not Found: no such tenant"),
     }
 }
@@ -269,7 +276,18 @@ fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Respo
         .map(|(status, reason)| text(status, reason))
 }
 
-async fn handle(door: &FrontDoor, endpoint: Arc<Endpoint>, request: Request) -> Response {
+/// Serve a request for `tenant` as the set in force now has it: its settings (authorization
+/// among them) are the current ones even when its endpoint outlived a reload.
+async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Response {
+    // Every request is authenticated on its own, before its body is read.
+    let caller = match &tenant.auth {
+        None => None,
+        Some(auth) => match auth.authenticate(request.headers()).await {
+            Ok(principal) => Some(Arc::new(principal)),
+            Err(error) => return auth::unauthorized(auth, tenant, &error),
+        },
+    };
+    let endpoint = door.endpoint(tenant);
     let declared = match declared(request.headers()) {
         Ok(declared) => declared.map(str::to_owned),
         Err(reason) => return text(400, reason),
@@ -283,9 +301,9 @@ async fn handle(door: &FrontDoor, endpoint: Arc<Endpoint>, request: Request) -> 
             if !checks::accepts(request.headers(), &["text/event-stream"]) {
                 return text(406, "Not Acceptable: Client must accept text/event-stream");
             }
-            return legacy::get(&endpoint.sessions, request.headers());
+            return legacy::get(&endpoint.sessions, request.headers(), &caller);
         }
-        Method::DELETE => return legacy::delete(&endpoint.sessions, request.headers()),
+        Method::DELETE => return legacy::delete(&endpoint.sessions, request.headers(), &caller),
         _ => return method_not_allowed("GET, POST, DELETE"),
     }
     let (parts, body) = request.into_parts();
@@ -306,10 +324,13 @@ async fn handle(door: &FrontDoor, endpoint: Arc<Endpoint>, request: Request) -> 
         Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
     };
     match modern {
-        Some(declared) => modern::serve(&endpoint.stateless, &parts.headers, declared, &body, &endpoint.ended).await,
+        Some(declared) => {
+            let answer = (&endpoint.ended, &caller, tenant.auth.as_ref());
+            modern::serve(&endpoint.stateless, &parts.headers, declared, &body, answer).await
+        }
         None => {
             let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);
-            legacy::post(&endpoint.sessions, &parts.headers, client, &body).await
+            legacy::post(&endpoint.sessions, &parts.headers, (client, &caller), &body).await
         }
     }
 }

@@ -2,6 +2,8 @@
 //! client is never asked anything mid-request (the revision answers `input_required`
 //! instead). Closing the response stream cancels the request.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
@@ -11,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, json};
 use super::headers;
-use crate::mcp::{CapsuleServer, Front, Origin};
+use super::legacy::Caller;
+use crate::auth::Authenticator;
+use crate::mcp::{CapsuleServer, Front, INSUFFICIENT_SCOPE, Origin};
 
 /// Serve one 2026-07-28 POST body (already read and within limits).
 pub async fn serve(
@@ -19,7 +23,7 @@ pub async fn serve(
     headers: &HeaderMap,
     declared: &str,
     body: &[u8],
-    shutdown: &CancellationToken,
+    (shutdown, caller, auth): (&CancellationToken, &Caller, Option<&Arc<Authenticator>>),
 ) -> Response {
     let message = match jsonrpc::read(body) {
         Ok(Incoming::Single(message)) => message,
@@ -51,17 +55,29 @@ pub async fn serve(
     let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
     let (link, notes) = exchange::link(None);
     let front = Front {
-        origin: Origin::http(None),
+        origin: Origin::http(None, caller.clone()),
         id,
         link,
         cancelled: shutdown.child_token(),
         declared: Some(declared.into()),
     };
     let (server, method, params) = (server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
+    let auth = auth.cloned();
     let work = async move {
         match server.request(&method, params.as_deref(), &front).await {
             Ok(result) => Answer::one(StatusCode::OK, jsonrpc::response(&front.id, &result)),
-            Err(error) => Answer::one(status(&error), jsonrpc::error(Some(&front.id), &error)),
+            Err(error) => {
+                let mut answer = Answer::one(status(&error), jsonrpc::error(Some(&front.id), &error));
+                // Step-up: the challenge names the scope the request needs.
+                let needed = error.data.as_ref().and_then(|d| d.get("scope")).and_then(|s| s.as_str());
+                if error.code == INSUFFICIENT_SCOPE
+                    && let (Some(auth), Some(needed)) = (&auth, needed)
+                {
+                    answer.status = StatusCode::FORBIDDEN;
+                    answer.challenge = Some(auth.insufficient_scope(needed));
+                }
+                answer
+            }
         }
     };
     exchange::respond(work, notes).await

@@ -37,6 +37,8 @@ pub struct Session {
     pub id: Arc<str>,
     /// The client's address, for the per-address limit.
     client: Option<IpAddr>,
+    /// The principal that opened it (a tenant with `[auth]`); no other may use it.
+    principal: Option<Arc<str>>,
     pub server: CapsuleServer,
     /// Requests sent to the client on its POST streams, awaiting answers.
     pub pending: Arc<Pending>,
@@ -296,7 +298,7 @@ impl SessionTable {
     /// A new session for a client at `client`. At a limit (the address's, the tenant's or
     /// the server's), the tenant's session idle longest makes room if it has been idle a
     /// while: a tenant never ends another's sessions.
-    pub fn create(&self, client: Option<IpAddr>) -> Result<Arc<Session>, Full> {
+    pub fn create(&self, client: Option<IpAddr>, principal: Option<Arc<str>>) -> Result<Arc<Session>, Full> {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
         if let Some(address) = client
             && live.per_address.get(&address).copied().unwrap_or_default() >= self.per_address
@@ -318,6 +320,7 @@ impl SessionTable {
         let session = Arc::new(Session {
             id,
             client,
+            principal,
             server: CapsuleServer::new(self.shared.clone()),
             pending: Arc::default(),
             events: Mutex::default(),
@@ -329,16 +332,23 @@ impl SessionTable {
         Ok(session)
     }
 
-    /// The live session with this id, marked as in use.
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let session = self.live.read().unwrap_or_else(|e| e.into_inner()).sessions.get(id).cloned()?;
+    /// The live session with this id, if `principal` opened it, marked as in use. Another
+    /// principal's session is not found: it can neither be used nor learnt of.
+    pub fn get(&self, id: &str, principal: Option<&str>) -> Option<Arc<Session>> {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        let session = live.sessions.get(id).filter(|s| s.principal.as_deref() == principal).cloned()?;
+        drop(live);
         session.touch(self);
         Some(session)
     }
 
-    /// End a session; `false` if there was none.
-    pub fn remove(&self, id: &str) -> bool {
-        self.live.write().unwrap_or_else(|e| e.into_inner()).remove(id).is_some()
+    /// End a session `principal` opened; `false` if there was none.
+    pub fn remove(&self, id: &str, principal: Option<&str>) -> bool {
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        if live.sessions.get(id).is_none_or(|s| s.principal.as_deref() != principal) {
+            return false;
+        }
+        live.remove(id).is_some()
     }
 
     /// The link to a session's GET stream, for what belongs to no request.

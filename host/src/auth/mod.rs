@@ -1,0 +1,315 @@
+//! The OAuth 2.1 resource server: a tenant whose policy has `[auth]` takes requests only
+//! with a bearer token its authorization servers issued for its endpoint (RFC 8707
+//! audience), or one of its static API keys.
+//!
+//! The transport authenticates every request before reading its body and hands the
+//! [`Principal`] on; the MCP layer holds each request to the principal's [`scope`]s. Tokens
+//! go nowhere else: not to plugins, not to logs (failures are described, never echoed).
+
+mod keys;
+pub mod scope;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use http::HeaderMap;
+use jsonwebtoken::{Algorithm, Validation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::policy::AuthConfig;
+use keys::IssuerKeys;
+pub use scope::Granted;
+
+/// How long fetching an authorization server's metadata or keys may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who sent a request, as their token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Stable across the principal's tokens: the issuer and subject (or the API key's
+    /// subject). Sessions, `requestState` and quotas are bound to it.
+    pub id: Arc<str>,
+    /// The token's subject.
+    pub subject: String,
+    /// The OAuth client the token was issued to, when it says.
+    pub client_id: Option<String>,
+    /// What the token grants.
+    pub scopes: Granted,
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthError {
+    /// No credentials at all.
+    Missing,
+    /// Credentials that are not good: why, in words fit for the client (never the token).
+    Invalid(String),
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    /// Okta writes a list, Entra ID a space-separated string.
+    #[serde(default)]
+    scp: Option<Scp>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scp {
+    List(Vec<String>),
+    Text(String),
+}
+
+/// The `iss` of a token, read before its signature is checked, to pick the keys that check
+/// it; the signature check then holds the token to that issuer.
+fn peek_issuer(token: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Issuer {
+        iss: String,
+    }
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
+    serde_json::from_slice::<Issuer>(&bytes).ok().map(|i| i.iss)
+}
+
+/// A quoted-string value for `WWW-Authenticate`, with nothing that could end the quotes.
+fn quoted(text: &str) -> String {
+    let clean: String = text.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
+    format!("\"{clean}\"")
+}
+
+/// One tenant's resource server.
+pub struct Authenticator {
+    config: AuthConfig,
+    issuers: Vec<IssuerKeys>,
+    algorithms: Vec<Algorithm>,
+}
+
+impl Authenticator {
+    pub fn new(config: AuthConfig) -> Result<Authenticator, String> {
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            // Metadata and keys come from where the operator said, not from wherever a
+            // redirect points.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        let issuers = config
+            .authorization_servers
+            .iter()
+            .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), http.clone()))
+            .collect();
+        let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
+        Ok(Authenticator { config, issuers, algorithms })
+    }
+
+    /// The settings it was made from.
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// Authenticate a request by its `Authorization: Bearer` header.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+        let Some(value) = values.next() else { return Err(AuthError::Missing) };
+        if values.next().is_some() {
+            return Err(AuthError::Invalid("more than one Authorization header".into()));
+        }
+        let value = value.to_str().map_err(|_| AuthError::Invalid("the Authorization header is not text".into()))?;
+        let token = match value.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+            _ => return Err(AuthError::Invalid("expected Authorization: Bearer <token>".into())),
+        };
+        if let Some(principal) = self.api_key(token) {
+            return Ok(principal);
+        }
+        self.jwt(token).await.map_err(AuthError::Invalid)
+    }
+
+    /// The API key this token is, if it is one. Every key is compared, in constant time.
+    fn api_key(&self, token: &str) -> Option<Principal> {
+        if self.config.api_keys.is_empty() {
+            return None;
+        }
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for key in &self.config.api_keys {
+            let same = digest.iter().zip(key.sha256.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+            if same {
+                found = Some(key);
+            }
+        }
+        found.map(|key| Principal {
+            id: format!("api-key:{}", key.subject).into(),
+            subject: key.subject.clone(),
+            client_id: None,
+            scopes: Granted::of(&key.scopes),
+        })
+    }
+
+    async fn jwt(&self, token: &str) -> Result<Principal, String> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| "the token is not a signed JWT".to_owned())?;
+        if !self.algorithms.contains(&header.alg) {
+            return Err(format!("tokens signed with {:?} are not accepted", header.alg));
+        }
+        if self.config.require_at_jwt
+            && !header
+                .typ
+                .as_deref()
+                .is_some_and(|t| t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt"))
+        {
+            return Err("the token is not an access token (typ at+jwt)".into());
+        }
+        let issuer = peek_issuer(token).ok_or("the token names no issuer")?;
+        let Some(at) = self.config.authorization_servers.iter().position(|s| *s == issuer) else {
+            return Err("the token's issuer is not trusted here".into());
+        };
+        let keys = self.issuers[at].keys(header.kid.as_deref()).await.map_err(|e| e.to_string())?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&issuer]);
+        validation.set_audience(&[&self.config.resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.config.leeway_s;
+        let mut last = "the token's signature does not verify".to_owned();
+        for key in keys {
+            match jsonwebtoken::decode::<Claims>(token, &key, &validation) {
+                Ok(data) => return principal(data.claims),
+                Err(e) => {
+                    use jsonwebtoken::errors::ErrorKind;
+                    last = match e.kind() {
+                        ErrorKind::InvalidSignature => continue,
+                        ErrorKind::ExpiredSignature => "the token has expired".into(),
+                        ErrorKind::ImmatureSignature => "the token is not valid yet".into(),
+                        ErrorKind::InvalidAudience => "the token was not issued for this resource".into(),
+                        ErrorKind::InvalidIssuer => "the token's issuer is not trusted here".into(),
+                        ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim} claim"),
+                        _ => "the token is not valid".into(),
+                    };
+                    break;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// The `WWW-Authenticate` value for a 401: where the metadata is and the scopes that
+    /// would do, plus what was wrong with the credentials if some were sent.
+    pub fn challenge(&self, error: &AuthError, scopes: &[String]) -> String {
+        let mut value = format!("Bearer resource_metadata={}", quoted(&self.config.metadata_url()));
+        if !scopes.is_empty() {
+            value.push_str(&format!(", scope={}", quoted(&scopes.join(" "))));
+        }
+        if let AuthError::Invalid(why) = error {
+            value.push_str(&format!(", error=\"invalid_token\", error_description={}", quoted(why)));
+        }
+        value
+    }
+
+    /// The `WWW-Authenticate` value for a 403: the scope a request needs.
+    pub fn insufficient_scope(&self, needed: &str) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope={}, resource_metadata={}, error_description={}",
+            quoted(needed),
+            quoted(&self.config.metadata_url()),
+            quoted(&format!("this request needs the scope {needed}"))
+        )
+    }
+
+    /// The protected-resource metadata (RFC 9728).
+    pub fn metadata(&self, scopes_supported: &[String]) -> Value {
+        json!({
+            "resource": self.config.resource,
+            "authorization_servers": self.config.authorization_servers,
+            "scopes_supported": scopes_supported,
+            "bearer_methods_supported": ["header"],
+        })
+    }
+}
+
+fn principal(claims: Claims) -> Result<Principal, String> {
+    let subject = claims.sub.or_else(|| claims.client_id.clone()).ok_or("the token names no subject")?;
+    let scopes = match (claims.scope, claims.scp) {
+        (Some(scope), _) => Granted::parse(&scope),
+        (None, Some(Scp::List(list))) => Granted::of(&list),
+        (None, Some(Scp::Text(text))) => Granted::parse(&text),
+        (None, None) => Granted::default(),
+    };
+    Ok(Principal { id: format!("{}#{subject}", claims.iss).into(), subject, client_id: claims.client_id, scopes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::ApiKey;
+
+    fn authenticator() -> Authenticator {
+        let key: [u8; 32] = Sha256::digest(b"a-static-key-0123456789").into();
+        Authenticator::new(AuthConfig {
+            resource: "https://mcp.example/t/acme/mcp".into(),
+            authorization_servers: vec!["https://login.example".into()],
+            jwks_uri: None,
+            algorithms: vec!["RS256".into()],
+            leeway_s: 0,
+            require_at_jwt: false,
+            api_keys: vec![ApiKey { subject: "ci".into(), sha256: key, scopes: vec!["plugins.calc".into()] }],
+        })
+        .unwrap()
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        headers
+    }
+
+    #[tokio::test]
+    async fn api_keys_and_malformed_credentials_are_told_apart_without_io() {
+        let auth = authenticator();
+        let principal = auth.authenticate(&bearer("a-static-key-0123456789")).await.unwrap();
+        assert_eq!((&*principal.id, principal.scopes.iter().collect::<Vec<_>>()), ("api-key:ci", vec!["plugins.calc"]));
+        assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(AuthError::Missing));
+        let mut basic = HeaderMap::new();
+        basic.insert(http::header::AUTHORIZATION, "Basic YTpi".parse().unwrap());
+        assert!(matches!(auth.authenticate(&basic).await, Err(AuthError::Invalid(_))));
+        let unsigned = "eyJhbGciOiJub25lIn0.eyJpc3MiOiJodHRwczovL2xvZ2luLmV4YW1wbGUifQ.";
+        assert_eq!(
+            auth.authenticate(&bearer(unsigned)).await,
+            Err(AuthError::Invalid("the token is not a signed JWT".into()))
+        );
+    }
+
+    #[test]
+    fn scopes_are_read_from_scope_or_either_form_of_scp() {
+        let claims = |json: &str| principal(serde_json::from_str::<Claims>(json).unwrap()).unwrap();
+        let okta = claims(r#"{"iss": "https://o", "sub": "a", "scp": ["plugins.calc", "plugins.files"]}"#);
+        let entra = claims(r#"{"iss": "https://e", "sub": "a", "scp": "plugins.calc plugins.files"}"#);
+        assert_eq!(okta.scopes, entra.scopes);
+        let client = claims(r#"{"iss": "https://i", "client_id": "svc", "scope": "plugins"}"#);
+        assert_eq!((&*client.id, client.scopes.covers("plugins.x.tools.y")), ("https://i#svc", true));
+    }
+
+    #[test]
+    fn challenges_point_at_the_configured_metadata_and_cannot_be_broken_out_of() {
+        let auth = authenticator();
+        let missing = auth.challenge(&AuthError::Missing, &["plugins.calc".into()]);
+        assert_eq!(
+            missing,
+            "Bearer resource_metadata=\"https://mcp.example/.well-known/oauth-protected-resource/t/acme/mcp\", \
+             scope=\"plugins.calc\""
+        );
+        let invalid = auth.challenge(&AuthError::Invalid("bad \"quote\"\r\nX: y".into()), &[]);
+        assert!(invalid.ends_with("error=\"invalid_token\", error_description=\"bad quoteX: y\""), "{invalid}");
+        assert!(auth.insufficient_scope("plugins.calc.tools.add").contains("scope=\"plugins.calc.tools.add\""));
+    }
+}

@@ -1,0 +1,67 @@
+//! The resource server's HTTP face: 401 challenges, and each tenant's protected-resource
+//! metadata (RFC 9728) at `/.well-known/oauth-protected-resource` followed by the path of
+//! its endpoint.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::{FrontDoor, checks, text};
+use crate::auth::{AuthError, Authenticator, scope};
+use crate::tenants::Tenant;
+
+/// The scopes a tenant offers: one per plugin it serves, the least a client could ask for
+/// to use any one of them.
+pub fn scopes_supported(tenant: &Tenant) -> Vec<String> {
+    tenant.shared.catalog().plugins().iter().map(|p| scope::of_plugin(p.name())).collect()
+}
+
+/// `401` with the challenge that sends a client to the tenant's metadata.
+pub fn unauthorized(auth: &Authenticator, tenant: &Tenant, error: &AuthError) -> Response {
+    let challenge = auth.challenge(error, &scopes_supported(tenant));
+    let description = match error {
+        AuthError::Missing => "this endpoint needs a bearer token".to_owned(),
+        AuthError::Invalid(why) => why.clone(),
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({"error": if matches!(error, AuthError::Missing) { "unauthorized" } else { "invalid_token" },
+                    "error_description": description})),
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+fn metadata(tenant: Option<&Arc<Tenant>>) -> Response {
+    match tenant.and_then(|t| t.auth.as_ref().map(|auth| (t, auth))) {
+        Some((tenant, auth)) => {
+            let mut response = Json(auth.metadata(&scopes_supported(tenant))).into_response();
+            // Public and the same for everyone: browser-based clients may read it.
+            response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+            response
+        }
+        None => text(404, "Not Found: no protected resource here"),
+    }
+}
+
+/// The metadata of the tenant `/mcp` serves for this Host.
+pub async fn metadata_by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
+    let set = door.tenants.current();
+    let tenant = set.default_tenant().or_else(|| {
+        let host = checks::host(request.headers()).ok()?;
+        set.by_host(&checks::bare_host(host.host()))
+    });
+    metadata(tenant)
+}
+
+/// The metadata of `/t/{tenant}/mcp`.
+pub async fn metadata_by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>) -> Response {
+    metadata(door.tenants.current().tenants.get(id.as_str()))
+}

@@ -1,0 +1,256 @@
+//! The OAuth 2.1 resource server, against a real authorization server (`oidc-provider` from
+//! npm, in `tests/auth`) issuing JWT access tokens by client credentials: discovery and
+//! challenges, audience, issuer, expiry, algorithm, scopes, sessions bound to their
+//! principal, API keys, and tokens kept out of the logs (server-requirements §2 and §5).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::{Client, Server, plugins, root, scratch_dir};
+
+/// `oidc-provider` on 127.0.0.1, killed on drop.
+struct AuthServer {
+    child: Child,
+    issuer: String,
+}
+
+impl AuthServer {
+    fn start() -> AuthServer {
+        let dir = root().join("tests/auth");
+        if !dir.join("node_modules/oidc-provider").exists() {
+            let installed = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&dir)
+                .status()
+                .expect("npm (Node.js) is needed for the authorization-server tests");
+            assert!(installed.success(), "npm ci in tests/auth failed");
+        }
+        let mut child = Command::new("node")
+            .args(["provider.mjs", "0"])
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start oidc-provider");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let issuer = line.trim().strip_prefix("listening ").expect("the provider's address").to_owned();
+        AuthServer { child, issuer }
+    }
+
+    /// An access token for `client`, for `resource`, with `scope`.
+    async fn token(&self, client: &str, resource: &str, scope: &str) -> String {
+        let encode = |s: &str| s.replace(':', "%3A").replace('/', "%2F").replace(' ', "+");
+        let body = format!("grant_type=client_credentials&resource={}&scope={}", encode(resource), encode(scope));
+        let response = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let answer: Value = response.json().await.unwrap();
+        answer["access_token"].as_str().unwrap_or_else(|| panic!("no token: {answer}")).to_owned()
+    }
+}
+
+impl Drop for AuthServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port free now, for a server whose resource URI must name it before it starts.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Two tenants serving `calc` (acme also `conformance`, whose tools ask for input), each its
+/// own resource server trusting `issuer`.
+fn layout(dir: &Path, port: u16, issuer: &str) -> std::path::PathBuf {
+    let mut text = String::new();
+    std::fs::create_dir_all(dir.join("acme")).unwrap();
+    std::fs::copy(plugins().join("conformance.wasm"), dir.join("acme").join("conformance.wasm")).unwrap();
+    for tenant in ["acme", "globex"] {
+        std::fs::create_dir_all(dir.join(tenant)).unwrap();
+        std::fs::copy(plugins().join("calc.wasm"), dir.join(tenant).join("calc.wasm")).unwrap();
+        text.push_str(&format!(
+            "[tenants.{tenant}]\nsources = [\"{tenant}\"]\n[tenants.{tenant}.auth]\n\
+             resource = \"http://127.0.0.1:{port}/t/{tenant}/mcp\"\n\
+             authorization_servers = [\"{issuer}\"]\nleeway_s = 0\n"
+        ));
+    }
+    text.push_str(&format!(
+        "api_keys = [{{ subject = \"ci\", sha256 = \"{}\", scopes = [\"plugins.calc.tools.add\"] }}]\n",
+        sha256_hex("globex-ci-key-0123456789")
+    ));
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, text).unwrap();
+    policy
+}
+
+/// A client of `url` presenting `token`.
+fn with_token(url: &str, token: &str) -> Client {
+    let mut client = Client::new(url);
+    client.bearer = Some(token.to_owned());
+    client
+}
+
+fn tool_names(reply: &crate::support::Reply) -> Vec<String> {
+    let tools = reply.response(1)["result"]["tools"].as_array().cloned().unwrap_or_default();
+    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_expiry_and_scope() {
+    let provider = AuthServer::start();
+    let stranger = AuthServer::start();
+    let dir = scratch_dir("auth-resource-server");
+    let port = free_port();
+    let policy = layout(&dir, port, &provider.issuer);
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let (acme_url, globex_url) =
+        (format!("http://127.0.0.1:{port}/t/acme/mcp"), format!("http://127.0.0.1:{port}/t/globex/mcp"));
+
+    // Discovery: the metadata names the resource and its authorization server.
+    let metadata: Value =
+        reqwest::get(format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/t/acme/mcp"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(metadata["resource"], acme_url.as_str(), "{metadata}");
+    assert_eq!(metadata["authorization_servers"], json!([provider.issuer]), "{metadata}");
+    assert_eq!(metadata["scopes_supported"], json!(["plugins.calc", "plugins.conformance"]), "{metadata}");
+
+    // No token: 401 pointing at the metadata; the body is never read.
+    let anonymous = Client::new(&acme_url).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let challenge = anonymous.headers["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(
+        challenge.starts_with(&format!(
+            "Bearer resource_metadata=\"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/t/acme/mcp\""
+        )) && challenge.contains("scope=\"plugins.calc plugins.conformance\"")
+            && !challenge.contains("error="),
+        "{challenge}"
+    );
+
+    // A good token: served, and its scopes decide what is listed and callable.
+    let everything = provider.token("alice", &acme_url, "plugins.calc").await;
+    let alice = with_token(&acme_url, &everything);
+    let listed = alice.modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(tool_names(&listed).len() > 1, "{}", listed.body);
+    let add_only = provider.token("bob", &acme_url, "plugins.calc.tools.add").await;
+    let bob = with_token(&acme_url, &add_only);
+    assert_eq!(tool_names(&bob.modern(1, "tools/list", json!({}), json!({})).await), ["add"]);
+    let sum = bob.modern(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}}), json!({})).await;
+    assert_eq!(sum.response(2)["result"]["content"][0]["text"], "3", "{}", sum.body);
+    let step_up =
+        bob.modern(3, "tools/call", json!({"name": "evaluate", "arguments": {"expression": "1"}}), json!({})).await;
+    assert_eq!(step_up.status, 403, "{}", step_up.body);
+    let challenge = step_up.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"plugins.calc.tools.evaluate\""),
+        "{challenge}"
+    );
+    assert_eq!(step_up.response(3)["error"]["code"], -32003, "{}", step_up.body);
+
+    // SEC-01: another resource's token, another issuer's, an unsigned one, an expired one.
+    let for_globex = provider.token("alice", &globex_url, "plugins.calc").await;
+    let foreign = stranger.token("alice", &acme_url, "plugins.calc").await;
+    let claims = format!(
+        "{{\"iss\":\"{}\",\"sub\":\"alice\",\"aud\":\"{acme_url}\",\"exp\":4102444800,\"scope\":\"plugins\"}}",
+        provider.issuer
+    );
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let unsigned = format!("{}.{}.", b64("{\"alg\":\"none\",\"typ\":\"JWT\"}"), b64(&claims));
+    let forged_hmac = format!("{}.{}.c2lnbmF0dXJl", b64("{\"alg\":\"HS256\",\"typ\":\"JWT\"}"), b64(&claims));
+    let short = provider.token("short-lived", &acme_url, "plugins.calc").await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for (token, why) in [
+        (for_globex.as_str(), "not issued for this resource"),
+        (foreign.as_str(), "issuer is not trusted"),
+        (unsigned.as_str(), "not a signed JWT"),
+        (forged_hmac.as_str(), "HS256 are not accepted"),
+        (short.as_str(), "has expired"),
+        ("not-a-token", "not a signed JWT"),
+    ] {
+        let refused = with_token(&acme_url, token).modern(1, "tools/list", json!({}), json!({})).await;
+        assert_eq!(refused.status, 401, "{why}: {}", refused.body);
+        let challenge = refused.headers["www-authenticate"].to_str().unwrap();
+        assert!(challenge.contains("error=\"invalid_token\"") && challenge.contains(why), "{why}: {challenge}");
+    }
+
+    // SEC-03/04: a session is its principal's; another token cannot use it, none at all is 401.
+    let mut session = with_token(&acme_url, &everything);
+    session.initialize("2025-11-25", json!({})).await;
+    let mut hijack = with_token(&acme_url, &add_only);
+    hijack.session = session.session.clone();
+    let stolen = hijack.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await;
+    assert_eq!(stolen.status, 404, "{}", stolen.body);
+    let mut bare = Client::new(&acme_url);
+    bare.session = session.session.clone();
+    assert_eq!(bare.post(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).await.status, 401);
+    assert_eq!(
+        session.request(7, "tools/list", json!({})).await["result"]["tools"].as_array().map(Vec::len),
+        Some(tool_names(&listed).len())
+    );
+
+    // SEC-06: sealed requestState is its principal's; another principal cannot replay it.
+    let caps = json!({"elicitation": {"form": {}}});
+    let tool = "test_input_required_result_multi_round";
+    let alice = with_token(&acme_url, &provider.token("alice", &acme_url, "plugins").await);
+    let bob = with_token(&acme_url, &provider.token("bob", &acme_url, "plugins").await);
+    let first = alice.modern(1, "tools/call", json!({"name": tool, "arguments": {}}), caps.clone()).await;
+    let state = first.response(1)["result"]["requestState"].as_str().expect("input_required state").to_owned();
+    let retry = json!({"name": tool, "arguments": {}, "requestState": state,
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}}});
+    let replayed = bob.modern(2, "tools/call", retry.clone(), caps.clone()).await;
+    assert_eq!(replayed.response(2)["error"]["code"], -32602, "{}", replayed.body);
+    let resumed = alice.modern(3, "tools/call", retry, caps).await;
+    assert!(resumed.response(3).get("result").is_some(), "{}", resumed.body);
+
+    // An API key (stored hashed) works where it is configured, and only there.
+    let key = "globex-ci-key-0123456789";
+    let ci = with_token(&globex_url, key).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&ci), ["add"], "{}", ci.body);
+    assert_eq!(with_token(&acme_url, key).modern(1, "tools/list", json!({}), json!({})).await.status, 401);
+
+    // Authorization follows the policy file live: dropping globex's [auth] opens it, putting
+    // it back closes it again, on the endpoint (and sessions) that were already there.
+    let secured = std::fs::read_to_string(&policy).unwrap();
+    let at = secured.find("[tenants.globex.auth]").unwrap();
+    let globex_status =
+        || async { Client::new(&globex_url).modern(1, "tools/list", json!({}), json!({})).await.status };
+    for (text, expected) in [(&secured[..at], 200), (&secured[..], 401)] {
+        std::fs::write(&policy, text).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while globex_status().await != expected {
+            assert!(std::time::Instant::now() < deadline, "never {expected}; log:\n{}", server.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    // SEC-18: no token reaches the log.
+    let log = server.log();
+    for token in [&everything, &add_only, &for_globex, &foreign, &short, &key.to_owned()] {
+        assert!(!log.contains(token.as_str()), "a token is in the log");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
