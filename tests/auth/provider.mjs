@@ -47,7 +47,7 @@ const provider = new Provider(issuer, {
           scope,
           audience: resource,
           accessTokenFormat: 'jwt',
-          accessTokenTTL: client.clientId === 'short-lived' ? 1 : 600,
+          accessTokenTTL: client.clientId === 'short-lived' ? 2 : 600,
           jwt: { sign: { alg: 'RS256' } },
         };
       },

@@ -181,8 +181,11 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
     let unsigned = format!("{}.{}.", b64("{\"alg\":\"none\",\"typ\":\"JWT\"}"), b64(&claims));
     let forged_hmac = format!("{}.{}.c2lnbmF0dXJl", b64("{\"alg\":\"HS256\",\"typ\":\"JWT\"}"), b64(&claims));
+    // A token that was good stops being good at its exp, verified earlier or not.
     let short = provider.token("short-lived", &acme_url, "plugins.calc").await;
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let fresh = with_token(&acme_url, &short).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(fresh.status, 200, "{}", fresh.body);
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     for (token, why) in [
         (for_globex.as_str(), "not issued for this resource"),
         (foreign.as_str(), "issuer is not trusted"),
@@ -211,6 +214,11 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
         session.request(7, "tools/list", json!({})).await["result"]["tools"].as_array().map(Vec::len),
         Some(tool_names(&listed).len())
     );
+
+    // Updates to a resource go only to those who may read it.
+    let subscribed = session.request(8, "resources/subscribe", json!({"uri": "test://static-text"})).await;
+    assert_eq!(subscribed["error"]["code"], -32003, "{subscribed}");
+    assert_eq!(subscribed["error"]["data"]["scope"], "plugins.conformance.resources", "{subscribed}");
 
     // SEC-06: sealed requestState is its principal's; another principal cannot replay it.
     let caps = json!({"elicitation": {"form": {}}});

@@ -9,8 +9,9 @@
 mod keys;
 pub mod scope;
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use http::HeaderMap;
@@ -25,6 +26,11 @@ pub use scope::Granted;
 
 /// How long fetching an authorization server's metadata or keys may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a verified token is taken without checking its signature again (never past its
+/// `exp`): the signature check is most of what authentication costs.
+const VERIFIED_FOR: Duration = Duration::from_secs(300);
+/// Verified tokens remembered at most.
+const VERIFIED_CAP: usize = 10_000;
 
 /// Who sent a request, as their token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +58,7 @@ pub enum AuthError {
 #[derive(Deserialize)]
 struct Claims {
     iss: String,
+    exp: u64,
     #[serde(default)]
     sub: Option<String>,
     #[serde(default)]
@@ -93,7 +100,12 @@ pub struct Authenticator {
     config: AuthConfig,
     issuers: Vec<IssuerKeys>,
     algorithms: Vec<Algorithm>,
+    verified: std::sync::Mutex<Verified>,
 }
+
+/// Tokens verified lately, by SHA-256 (the tokens themselves are not kept), with their
+/// principal and until when they are taken.
+type Verified = HashMap<[u8; 32], (Arc<Principal>, Instant)>;
 
 impl Authenticator {
     pub fn new(config: AuthConfig) -> Result<Authenticator, String> {
@@ -110,7 +122,7 @@ impl Authenticator {
             .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), http.clone()))
             .collect();
         let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
-        Ok(Authenticator { config, issuers, algorithms })
+        Ok(Authenticator { config, issuers, algorithms, verified: std::sync::Mutex::default() })
     }
 
     /// The settings it was made from.
@@ -119,7 +131,7 @@ impl Authenticator {
     }
 
     /// Authenticate a request by its `Authorization: Bearer` header.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
         let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
         let Some(value) = values.next() else { return Err(AuthError::Missing) };
         if values.next().is_some() {
@@ -130,18 +142,40 @@ impl Authenticator {
             Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
             _ => return Err(AuthError::Invalid("expected Authorization: Bearer <token>".into())),
         };
-        if let Some(principal) = self.api_key(token) {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(principal) = self.api_key(&digest) {
+            return Ok(Arc::new(principal));
+        }
+        let now = Instant::now();
+        if let Some(principal) = self.remembered(&digest, now) {
             return Ok(principal);
         }
-        self.jwt(token).await.map_err(AuthError::Invalid)
+        let (principal, exp) = self.jwt(token).await.map_err(AuthError::Invalid)?;
+        let principal = Arc::new(principal);
+        let left = (UNIX_EPOCH + Duration::from_secs(exp)).duration_since(SystemTime::now()).unwrap_or_default();
+        self.remember(digest, principal.clone(), now + left.min(VERIFIED_FOR));
+        Ok(principal)
     }
 
-    /// The API key this token is, if it is one. Every key is compared, in constant time.
-    fn api_key(&self, token: &str) -> Option<Principal> {
-        if self.config.api_keys.is_empty() {
-            return None;
+    fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
+        let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        verified.get(digest).filter(|(_, until)| now < *until).map(|(principal, _)| principal.clone())
+    }
+
+    fn remember(&self, digest: [u8; 32], principal: Arc<Principal>, until: Instant) {
+        let mut verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if verified.len() >= VERIFIED_CAP {
+            let now = Instant::now();
+            verified.retain(|_, (_, until)| now < *until);
+            if verified.len() >= VERIFIED_CAP {
+                verified.clear();
+            }
         }
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        verified.insert(digest, (principal, until));
+    }
+
+    /// The API key whose digest this is, if any. Every key is compared, in constant time.
+    fn api_key(&self, digest: &[u8; 32]) -> Option<Principal> {
         let mut found = None;
         for key in &self.config.api_keys {
             let same = digest.iter().zip(key.sha256.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
@@ -157,7 +191,8 @@ impl Authenticator {
         })
     }
 
-    async fn jwt(&self, token: &str) -> Result<Principal, String> {
+    /// Verify a JWT: its principal, and its `exp`.
+    async fn jwt(&self, token: &str) -> Result<(Principal, u64), String> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| "the token is not a signed JWT".to_owned())?;
         if !self.algorithms.contains(&header.alg) {
             return Err(format!("tokens signed with {:?} are not accepted", header.alg));
@@ -184,7 +219,10 @@ impl Authenticator {
         let mut last = "the token's signature does not verify".to_owned();
         for key in keys {
             match jsonwebtoken::decode::<Claims>(token, &key, &validation) {
-                Ok(data) => return principal(data.claims),
+                Ok(data) => {
+                    let exp = data.claims.exp;
+                    return principal(data.claims).map(|p| (p, exp));
+                }
                 Err(e) => {
                     use jsonwebtoken::errors::ErrorKind;
                     last = match e.kind() {
@@ -292,10 +330,10 @@ mod tests {
     #[test]
     fn scopes_are_read_from_scope_or_either_form_of_scp() {
         let claims = |json: &str| principal(serde_json::from_str::<Claims>(json).unwrap()).unwrap();
-        let okta = claims(r#"{"iss": "https://o", "sub": "a", "scp": ["plugins.calc", "plugins.files"]}"#);
-        let entra = claims(r#"{"iss": "https://e", "sub": "a", "scp": "plugins.calc plugins.files"}"#);
+        let okta = claims(r#"{"iss": "https://o", "exp": 1, "sub": "a", "scp": ["plugins.calc", "plugins.files"]}"#);
+        let entra = claims(r#"{"iss": "https://e", "exp": 1, "sub": "a", "scp": "plugins.calc plugins.files"}"#);
         assert_eq!(okta.scopes, entra.scopes);
-        let client = claims(r#"{"iss": "https://i", "client_id": "svc", "scope": "plugins"}"#);
+        let client = claims(r#"{"iss": "https://i", "exp": 1, "client_id": "svc", "scope": "plugins"}"#);
         assert_eq!((&*client.id, client.scopes.covers("plugins.x.tools.y")), ("https://i#svc", true));
     }
 

@@ -168,7 +168,7 @@ impl CapsuleServer {
             "resources/subscribe" => {
                 let p: SubscribeRequestParams = params(raw)?;
                 let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
-                finish(&cx, self.subscribe(p.uri).map(ServerResult::empty))
+                finish(&cx, self.subscribe(p.uri, &cx).map(ServerResult::empty))
             }
             "resources/unsubscribe" => {
                 let p: UnsubscribeRequestParams = params(raw)?;
@@ -306,7 +306,7 @@ impl CapsuleServer {
         cx: &RequestCx,
         front: &Front,
     ) -> Result<ServerResult, ErrorData> {
-        let accepted = self.accepted_filter(&params.notifications);
+        let accepted = self.accepted_filter(&params.notifications, cx);
         let tag = |mut notification: ServerNotification| {
             notification.get_meta_mut().set_subscription_id(front.id.clone());
             notification

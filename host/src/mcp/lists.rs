@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::request::RequestCx;
 use super::session::{self, Change};
-use super::{CapsuleServer, MAX_URI_BYTES, check_uri, convert, paged};
+use super::{CapsuleServer, MAX_URI_BYTES, authorize, check_uri, convert, paged};
 use crate::auth::scope::Kind;
 use crate::runtime::{ListKind, Plugin};
 
@@ -153,11 +153,13 @@ impl CapsuleServer {
     }
 
     /// `resources/subscribe`: a resource some plugin serves, up to [`MAX_SUBSCRIPTIONS`].
-    pub(super) fn subscribe(&self, uri: String) -> Result<(), ErrorData> {
+    pub(super) fn subscribe(&self, uri: String, cx: &RequestCx) -> Result<(), ErrorData> {
         check_uri(&uri)?;
-        if self.shared.catalog().resource_owner(&uri).is_none() {
+        let Some(owner) = self.shared.catalog().resource_owner(&uri).cloned() else {
             return Err(ErrorData::resource_not_found(format!("Resource not found: {uri}"), Some(json!({"uri": uri}))));
-        }
+        };
+        // Updates to a resource are for those who may read it.
+        authorize(cx, &owner, Kind::Resources, &uri)?;
         let mut subscriptions = self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
         if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
             return Err(ErrorData::invalid_params(
@@ -178,12 +180,18 @@ impl CapsuleServer {
     /// The part of a `subscriptions/listen` filter the server honours: what it advertises,
     /// and of the resources only the first 1,000 named that exist (so a huge filter costs no
     /// more), with the bounds of `resources/subscribe`.
-    pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+    pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter, cx: &RequestCx) -> SubscriptionFilter {
         let mut accepted = requested.supported_by(&server_config().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
             uris.truncate(MAX_SUBSCRIPTIONS);
             let catalog = self.shared.catalog();
-            uris.retain(|uri| uri.len() <= MAX_URI_BYTES && catalog.resource_owner(uri).is_some());
+            // Only resources the principal may read are honoured.
+            uris.retain(|uri| {
+                uri.len() <= MAX_URI_BYTES
+                    && catalog
+                        .resource_owner(uri)
+                        .is_some_and(|owner| authorize(cx, owner, Kind::Resources, uri).is_ok())
+            });
             uris.sort();
             uris.dedup();
         }

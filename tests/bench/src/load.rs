@@ -92,6 +92,8 @@ struct Connection {
     authority: String,
     path: &'static str,
     session: Option<String>,
+    /// `Authorization` sent with every request.
+    bearer: Option<Arc<str>>,
 }
 
 impl Connection {
@@ -100,7 +102,7 @@ impl Connection {
         stream.set_nodelay(true)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(connection);
-        Ok(Connection { sender, authority: addr.to_string(), path, session: None })
+        Ok(Connection { sender, authority: addr.to_string(), path, session: None, bearer: None })
     }
 
     async fn post(&mut self, body: String, headers: &[(&str, &str)]) -> anyhow::Result<(u16, hyper::HeaderMap, Bytes)> {
@@ -113,6 +115,9 @@ impl Connection {
         }
         if let Some(session) = &self.session {
             request = request.header("mcp-session-id", session).header("mcp-protocol-version", PROTOCOL);
+        }
+        if let Some(token) = &self.bearer {
+            request = request.header("authorization", format!("Bearer {token}"));
         }
         self.sender.ready().await?;
         let response = self.sender.send_request(request.body(Full::new(Bytes::from(body)))?).await?;
@@ -145,13 +150,13 @@ impl Connection {
 
 /// `clients` connections calling `add` at `/mcp` for `duration`.
 pub async fn http(addr: SocketAddr, mode: Mode, clients: usize, duration: Duration) -> anyhow::Result<Sample> {
-    http_at(addr, "/mcp", mode, clients, duration).await
+    http_at((addr, "/mcp", None), mode, clients, duration).await
 }
 
-/// `clients` connections calling `add` at `path` for `duration`.
+/// `clients` connections calling `add` at `path` for `duration`, with a bearer token if
+/// `bearer` is given.
 pub async fn http_at(
-    addr: SocketAddr,
-    path: &'static str,
+    (addr, path, bearer): (SocketAddr, &'static str, Option<Arc<str>>),
     mode: Mode,
     clients: usize,
     duration: Duration,
@@ -159,6 +164,7 @@ pub async fn http_at(
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
         let mut connection = Connection::open(addr, path).await?;
+        connection.bearer = bearer.clone();
         if mode == Mode::Legacy {
             connection.initialize().await?;
         }

@@ -4,6 +4,7 @@
 //! baselines measured in the same run on the same machine. A run in which any call failed is
 //! reported as failed. `--quick` finishes in under two minutes on two cores.
 
+mod auth;
 mod battery;
 mod load;
 mod micro;
@@ -374,6 +375,8 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
 
     // One tenant floods while another is measured.
     let (calm, flooded) = tenant_flood(&args, warmup, duration, reps).await?;
+    // What checking a JWT on every request costs.
+    let (open, secured) = auth_cost(&args, warmup, duration, reps).await?;
 
     // Ratios against the baselines of this run.
     println!("\n## Ratios of median throughput (same run)\n");
@@ -421,11 +424,14 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         quiet_ratio(&flooded, &calm, 50.0),
         quiet_ratio(&flooded, &calm, 99.0)
     );
+    println!("auth: JWT-secured/open throughput {:.2} (c=8, stateless)", ratio(&secured, &open));
     let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>()
         + quiet.errors()
         + attacked.errors()
         + calm.errors()
         + flooded.errors()
+        + open.errors()
+        + secured.errors()
         + uncontained;
     println!("\n# finished in {:.0} s", started.elapsed().as_secs_f64());
     if errors > 0 {
@@ -475,6 +481,42 @@ async fn tenant_flood(args: &Args, warmup: Duration, duration: Duration, reps: u
         tally.refused.load(Ordering::Relaxed)
     );
     Ok((calm, flooded))
+}
+
+/// Throughput at 8 clients of an open tenant and of an OAuth-secured one (real JWTs from
+/// oidc-provider, checked against the cached JWKS on every request) on the same server,
+/// interleaved; prints both rows and returns them.
+async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let provider = auth::Provider::start(&repo).await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let dir = std::env::temp_dir().join(format!("capsule-bench-auth-{}", std::process::id()));
+    let policy = auth::layout(&dir, &args.plugins, port, &provider.issuer)?;
+    let listen = format!("127.0.0.1:{port}");
+    let server =
+        Server::start(&["capsule", "serve", "--listen", &listen, "--config", policy.to_str().unwrap_or_default()])
+            .await?;
+    let token = provider.token(&auth::resource(port)).await?;
+    let targets = [(server.addr, "/t/open/mcp", None), (server.addr, "/t/secured/mcp", Some(token))];
+    let mut rows = [
+        Row { name: "open tenant, stateless, c=8".into(), samples: Vec::new() },
+        Row { name: "JWT-secured tenant, stateless, c=8".into(), samples: Vec::new() },
+    ];
+    for target in &targets {
+        load::http_at(target.clone(), Mode::Stateless, 8, warmup).await?;
+    }
+    for _ in 0..reps {
+        for (row, target) in rows.iter_mut().zip(&targets) {
+            row.samples.push(load::http_at(target.clone(), Mode::Stateless, 8, duration).await?);
+        }
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("\n## Authentication: an open tenant and a JWT-secured one (same server)\n");
+    println!("{}", report::HEADER);
+    println!("{}\n{}", rows[0].line(), rows[1].line());
+    let [open, secured] = rows;
+    Ok((open, secured))
 }
 
 /// A measurement taken alone and disturbed (`measure(time, disturbed)`), interleaved over

@@ -68,7 +68,7 @@ pub async fn quiet_tenant(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let sample = load::http_at(addr, "/t/quiet/mcp", Mode::Stateless, 1, duration).await;
+    let sample = load::http_at((addr, "/t/quiet/mcp", None), Mode::Stateless, 1, duration).await;
     stop.store(true, Ordering::Relaxed);
     for flooder in flooders {
         flooder.await?;

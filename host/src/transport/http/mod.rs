@@ -283,7 +283,7 @@ async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Res
     let caller = match &tenant.auth {
         None => None,
         Some(auth) => match auth.authenticate(request.headers()).await {
-            Ok(principal) => Some(Arc::new(principal)),
+            Ok(principal) => Some(principal),
             Err(error) => return auth::unauthorized(auth, tenant, &error),
         },
     };
