@@ -215,6 +215,16 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
         Some(tool_names(&listed).len())
     );
 
+    // Step-up in a legacy session too: 403 naming the scope.
+    let mut narrow = with_token(&acme_url, &add_only);
+    narrow.initialize("2025-11-25", json!({})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "evaluate", "arguments": {"expression": "1"}}});
+    let refused = narrow.post(&call).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.headers["www-authenticate"].to_str().unwrap().contains("plugins.calc.tools.evaluate"));
+    assert_eq!(refused.response(9)["error"]["code"], -32003, "{}", refused.body);
+
     // Updates to a resource go only to those who may read it.
     let subscribed = session.request(8, "resources/subscribe", json!({"uri": "test://static-text"})).await;
     assert_eq!(subscribed["error"]["code"], -32003, "{subscribed}");

@@ -12,12 +12,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use rmcp::ErrorData;
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use tokio::sync::mpsc;
 
 use super::super::jsonrpc;
 use super::super::pending::Pending;
-use crate::mcp::{ClientLink, LinkError, LinkFuture};
+use crate::auth::Authenticator;
+use crate::mcp::{ClientLink, INSUFFICIENT_SCOPE, LinkError, LinkFuture};
 
 /// Messages one POST may have waiting to be written before its answer.
 const QUEUE: usize = 64;
@@ -37,6 +39,22 @@ impl Answer {
     pub fn one(status: StatusCode, message: Vec<u8>) -> Answer {
         Answer { status, challenge: None, messages: vec![message], batch: false }
     }
+}
+
+/// The scope an error says its request lacked ([`INSUFFICIENT_SCOPE`]).
+pub fn needed_scope(error: &ErrorData) -> Option<String> {
+    let scope = error.data.as_ref()?.get("scope")?.as_str()?;
+    (error.code == INSUFFICIENT_SCOPE).then(|| scope.to_owned())
+}
+
+/// `answer`, made a `403` with a step-up challenge if its request lacked `needed` (and the
+/// tenant authenticates its callers).
+pub fn refused_for_scope(mut answer: Answer, needed: Option<String>, auth: Option<&Authenticator>) -> Answer {
+    if let (Some(needed), Some(auth)) = (needed, auth) {
+        answer.status = StatusCode::FORBIDDEN;
+        answer.challenge = Some(auth.insufficient_scope(&needed));
+    }
+    answer
 }
 
 /// A JSON body.

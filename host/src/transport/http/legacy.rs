@@ -18,7 +18,7 @@ use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, json};
 use super::session::{Session, SessionTable};
 use super::text;
-use crate::auth::Principal;
+use crate::auth::{Authenticator, Principal};
 use crate::mcp::{Front, Origin};
 
 /// The session a request names, if it names one.
@@ -47,7 +47,7 @@ fn no_session() -> Response {
 pub async fn post(
     table: &Arc<SessionTable>,
     headers: &HeaderMap,
-    (client, caller): (Option<IpAddr>, &Caller),
+    (client, caller, auth): (Option<IpAddr>, &Caller, Option<&Arc<Authenticator>>),
     body: &[u8],
 ) -> Response {
     let incoming = match jsonrpc::read(body) {
@@ -65,7 +65,7 @@ pub async fn post(
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
             initialize(table, (client, caller), id, params).await
         }
-        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, caller)).await,
+        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, caller), auth).await,
         (Incoming::Batch(items), Some(session)) => batch(&session, items, caller).await,
         (Incoming::Batch(_), None) => {
             let error = ErrorData::invalid_request(
@@ -147,7 +147,13 @@ async fn initialize(
 }
 
 /// The answer to one message of a session: `None` for notifications and the client's answers.
-type Work = std::pin::Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
+type Work = std::pin::Pin<Box<dyn Future<Output = Option<Written>> + Send>>;
+
+/// An answer as written, with the scope it lacked if it was refused for want of one.
+struct Written {
+    message: Vec<u8>,
+    needed_scope: Option<String>,
+}
 
 /// Take one message: notifications and answers at once, a request as work to run.
 fn one(session: &Arc<Session>, message: Message<'_>, caller: &Caller) -> OneOf {
@@ -162,8 +168,11 @@ fn one(session: &Arc<Session>, message: Message<'_>, caller: &Caller) -> OneOf {
                 Box::pin(async move {
                     let _in_flight = in_flight;
                     Some(match server.request(&method, params.as_deref(), &front).await {
-                        Ok(result) => jsonrpc::response(&front.id, &result),
-                        Err(error) => jsonrpc::error(Some(&front.id), &error),
+                        Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
+                        Err(error) => Written {
+                            message: jsonrpc::error(Some(&front.id), &error),
+                            needed_scope: exchange::needed_scope(&error),
+                        },
                     })
                 }),
                 notes,
@@ -191,7 +200,7 @@ enum OneOf {
 
 /// Answer one message of a session. The work runs on its own task: a client that
 /// disconnects does not cancel its request (it cancels with `notifications/cancelled`).
-async fn exchange_for(work: OneOf) -> Response {
+async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Response {
     match work {
         OneOf::Done(work) => {
             work.await;
@@ -199,9 +208,11 @@ async fn exchange_for(work: OneOf) -> Response {
         }
         OneOf::Request(work, notes) => {
             let task = tokio::spawn(work);
+            let auth = auth.cloned();
             let work = async move {
-                let message = task.await.ok().flatten().unwrap_or_default();
-                Answer::one(StatusCode::OK, message)
+                let written = task.await.ok().flatten();
+                let (message, needed) = written.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
+                exchange::refused_for_scope(Answer::one(StatusCode::OK, message), needed, auth.as_deref())
             };
             exchange::respond(work, notes).await
         }
@@ -218,7 +229,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
     let mut works: Vec<Work> = Vec::new();
     for item in items {
         match jsonrpc::batch_element(item) {
-            Err(answer) => works.push(Box::pin(std::future::ready(Some(answer)))),
+            Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
             Ok(message) => match one(session, message, caller) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
@@ -239,7 +250,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
     drop(tx);
     let task = tokio::spawn(jsonrpc::run_batch(works));
     let work = async move {
-        let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().collect();
+        let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().map(|w| w.message).collect();
         Answer { status: StatusCode::OK, challenge: None, messages, batch: true }
     };
     exchange::respond(work, notes).await

@@ -330,7 +330,7 @@ async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Res
         }
         None => {
             let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);
-            legacy::post(&endpoint.sessions, &parts.headers, (client, &caller), &body).await
+            legacy::post(&endpoint.sessions, &parts.headers, (client, &caller, tenant.auth.as_ref()), &body).await
         }
     }
 }

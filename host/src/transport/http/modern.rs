@@ -15,7 +15,7 @@ use super::exchange::{self, Answer, json};
 use super::headers;
 use super::legacy::Caller;
 use crate::auth::Authenticator;
-use crate::mcp::{CapsuleServer, Front, INSUFFICIENT_SCOPE, Origin};
+use crate::mcp::{CapsuleServer, Front, Origin};
 
 /// Serve one 2026-07-28 POST body (already read and within limits).
 pub async fn serve(
@@ -67,16 +67,9 @@ pub async fn serve(
         match server.request(&method, params.as_deref(), &front).await {
             Ok(result) => Answer::one(StatusCode::OK, jsonrpc::response(&front.id, &result)),
             Err(error) => {
-                let mut answer = Answer::one(status(&error), jsonrpc::error(Some(&front.id), &error));
                 // Step-up: the challenge names the scope the request needs.
-                let needed = error.data.as_ref().and_then(|d| d.get("scope")).and_then(|s| s.as_str());
-                if error.code == INSUFFICIENT_SCOPE
-                    && let (Some(auth), Some(needed)) = (&auth, needed)
-                {
-                    answer.status = StatusCode::FORBIDDEN;
-                    answer.challenge = Some(auth.insufficient_scope(needed));
-                }
-                answer
+                let answer = Answer::one(status(&error), jsonrpc::error(Some(&front.id), &error));
+                exchange::refused_for_scope(answer, exchange::needed_scope(&error), auth.as_deref())
             }
         }
     };
