@@ -156,7 +156,10 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     assert!(tool_names(&listed).len() > 1, "{}", listed.body);
     let add_only = provider.token("bob", &acme_url, "plugins.calc.tools.add").await;
     let bob = with_token(&acme_url, &add_only);
-    assert_eq!(tool_names(&bob.modern(1, "tools/list", json!({}), json!({})).await), ["add"]);
+    let narrow_list = bob.modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&narrow_list), ["add"]);
+    // SEC-17: a list that depends on the token is not for shared caches.
+    assert_eq!(narrow_list.response(1)["result"]["cacheScope"], "private", "{}", narrow_list.body);
     let sum = bob.modern(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}}), json!({})).await;
     assert_eq!(sum.response(2)["result"]["content"][0]["text"], "3", "{}", sum.body);
     let step_up =

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    CacheScope, DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     PromptListChangedNotification, ProtocolVersion, ResourceListChangedNotification, ResourceUpdatedNotification,
     ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
@@ -95,6 +95,12 @@ fn visible<'a, T>(
     }
 }
 
+/// A list that depends on who asks (the tenant filters it by the token's scopes) must not be
+/// shared between callers' caches (SEP-2549); others say nothing.
+fn cache_scope(cx: &RequestCx) -> Option<CacheScope> {
+    (cx.principal.is_some() && cx.is_modern()).then_some(CacheScope::Private)
+}
+
 impl CapsuleServer {
     pub(super) fn list_tools(
         &self,
@@ -106,6 +112,7 @@ impl CapsuleServer {
         let (tools, next) = paged(&tools, params)?;
         let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
         result.next_cursor = next;
+        result.cache_scope = cache_scope(cx);
         Ok(result)
     }
 
@@ -120,6 +127,7 @@ impl CapsuleServer {
         let mut result =
             ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
         result.next_cursor = next;
+        result.cache_scope = cache_scope(cx);
         Ok(result)
     }
 
@@ -135,6 +143,7 @@ impl CapsuleServer {
             templates.iter().map(|t| convert::template(&t.template)).collect(),
         );
         result.next_cursor = next;
+        result.cache_scope = cache_scope(cx);
         Ok(result)
     }
 
@@ -149,6 +158,7 @@ impl CapsuleServer {
         let mut result =
             ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
         result.next_cursor = next;
+        result.cache_scope = cache_scope(cx);
         Ok(result)
     }
 
