@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use axum::Json;
-use axum::extract::{Extension, Path as UrlPath, Request, State};
+use axum::extract::{FromRequestParts, Path as UrlPath, Request, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -33,6 +34,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::find_by_digest;
 use crate::loader::ControlError;
 use crate::tenants::{Tenant, Tenants};
 
@@ -41,17 +43,9 @@ use crate::tenants::{Tenant, Tenants};
 #[derive(Clone)]
 pub struct Token([u8; 32]);
 
-/// Why a request cannot go on: its status and message.
-type Refusal = (StatusCode, String);
-
 /// The refusal of a tenant's token outside its tenant's routes.
-fn tenant_only(own: &str) -> Refusal {
-    (StatusCode::FORBIDDEN, format!("this token administers tenant {own} alone: use /admin/t/{own}/…"))
-}
-
-/// Whether two digests are equal, in time that does not depend on where they differ.
-fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+fn tenant_only(own: &str) -> Response {
+    problem(StatusCode::FORBIDDEN, format!("this token administers tenant {own} alone: use /admin/t/{own}/…"))
 }
 
 /// What a request's token opens.
@@ -64,28 +58,13 @@ enum Access {
 }
 
 impl Access {
-    /// Whose token `presented` is, if anyone's.
+    /// Whose token `presented` is, if anyone's: the server's, or one tenant's own.
     fn of(presented: &str, server: &Token, tenants: &Tenants) -> Option<Access> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        if same(&digest, &server.0) {
-            return Some(Access::Server);
-        }
         let set = tenants.current();
-        let mut found = None;
-        // Every tenant is compared, so the time taken does not say which one matched.
-        for tenant in set.tenants.values() {
-            if tenant.admin_token.as_ref().is_some_and(|own| same(&digest, own)) {
-                found = Some(Access::Tenant(tenant.id.clone()));
-            }
-        }
-        found
-    }
-
-    fn server_only(&self) -> Result<(), Refusal> {
-        match self {
-            Access::Server => Ok(()),
-            Access::Tenant(own) => Err(tenant_only(own)),
-        }
+        let own = set.tenants.values().filter_map(|t| Some((t.admin_token.as_ref()?, Access::Tenant(t.id.clone()))));
+        // The server's token comes last, so it keeps its reach should a tenant name the same.
+        find_by_digest(&digest, own.chain(std::iter::once((&server.0, Access::Server))))
     }
 }
 
@@ -162,11 +141,7 @@ async fn guard(State((token, tenants)): State<(Token, Arc<Tenants>)>, mut reques
             request.extensions_mut().insert(access);
             next.run(request).await
         }
-        None => {
-            let mut response = problem(StatusCode::UNAUTHORIZED, "a valid admin bearer token is required");
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-            response
-        }
+        None => no_token(),
     }
 }
 
@@ -193,53 +168,69 @@ fn refused(error: ControlError) -> Response {
 }
 
 /// The tenant a request is about: the one its path names, or the server's only one; a
-/// tenant's own token reaches its tenant by name alone.
-fn tenant(tenants: &Tenants, access: &Access, params: &HashMap<String, String>) -> Result<Arc<Tenant>, Refusal> {
-    match (params.get("tenant"), access) {
-        (Some(id), Access::Tenant(own)) if **own != **id => Err(tenant_only(own)),
-        (Some(id), _) => tenants.get(id).map_err(|e| (StatusCode::NOT_FOUND, e.to_string())),
-        (None, Access::Tenant(own)) => Err(tenant_only(own)),
-        (None, Access::Server) => tenants
-            .only()
-            .ok_or_else(|| (StatusCode::CONFLICT, "this server has several tenants: use /admin/t/{tenant}/…".into())),
+/// tenant's own token reaches its tenant by name alone. A request refused here never reaches
+/// its handler.
+struct Scoped(Arc<Tenant>);
+
+/// The token a request was let in with ([`guard`] puts it there, or refuses the request).
+fn access(parts: &Parts) -> Option<&Access> {
+    parts.extensions.get::<Access>()
+}
+
+/// `401` for a request without a token this endpoint knows.
+fn no_token() -> Response {
+    let mut response = problem(StatusCode::UNAUTHORIZED, "a valid admin bearer token is required");
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response
+}
+
+impl FromRequestParts<Arc<Tenants>> for Scoped {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, tenants: &Arc<Tenants>) -> Result<Scoped, Response> {
+        let UrlPath(params) = UrlPath::<HashMap<String, String>>::from_request_parts(parts, tenants)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let tenant = match (params.get("tenant"), access(parts).ok_or_else(no_token)?) {
+            (Some(id), Access::Tenant(own)) if **own != **id => Err(tenant_only(own)),
+            (Some(id), _) => tenants.get(id).map_err(|e| problem(StatusCode::NOT_FOUND, e.to_string())),
+            (None, Access::Tenant(own)) => Err(tenant_only(own)),
+            (None, Access::Server) => tenants.only().ok_or_else(|| {
+                problem(StatusCode::CONFLICT, "this server has several tenants: use /admin/t/{tenant}/…")
+            }),
+        };
+        tenant.map(Scoped)
     }
 }
 
-async fn tenants_list(State(tenants): State<Arc<Tenants>>, Extension(access): Extension<Access>) -> Response {
-    if let Err((status, message)) = access.server_only() {
-        return problem(status, message);
+/// A request whose token opens the whole server, not one tenant.
+struct ServerWide;
+
+impl FromRequestParts<Arc<Tenants>> for ServerWide {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &Arc<Tenants>) -> Result<ServerWide, Response> {
+        match access(parts).ok_or_else(no_token)? {
+            Access::Server => Ok(ServerWide),
+            Access::Tenant(own) => Err(tenant_only(own)),
+        }
     }
+}
+
+async fn tenants_list(_: ServerWide, State(tenants): State<Arc<Tenants>>) -> Response {
     Json(json!({"error": tenants.error().await, "tenants": tenants.statuses().await})).into_response()
 }
 
-async fn tenants_reload(State(tenants): State<Arc<Tenants>>, Extension(access): Extension<Access>) -> Response {
-    if let Err((status, message)) = access.server_only() {
-        return problem(status, message);
-    }
+async fn tenants_reload(_: ServerWide, State(tenants): State<Arc<Tenants>>) -> Response {
     let statuses = tenants.reload().await;
     Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
 }
 
-async fn list(
-    State(tenants): State<Arc<Tenants>>,
-    Extension(access): Extension<Access>,
-    UrlPath(params): UrlPath<HashMap<String, String>>,
-) -> Response {
-    match tenant(&tenants, &access, &params) {
-        Ok(tenant) => Json(tenant.loader.status().await).into_response(),
-        Err((status, message)) => problem(status, message),
-    }
+async fn list(Scoped(tenant): Scoped) -> Response {
+    Json(tenant.loader.status().await).into_response()
 }
 
-async fn reload(
-    State(tenants): State<Arc<Tenants>>,
-    Extension(access): Extension<Access>,
-    UrlPath(params): UrlPath<HashMap<String, String>>,
-) -> Response {
-    let tenant = match tenant(&tenants, &access, &params) {
-        Ok(tenant) => tenant,
-        Err((status, message)) => return problem(status, message),
-    };
+async fn reload(State(tenants): State<Arc<Tenants>>, Scoped(tenant): Scoped) -> Response {
     match tenants.reload_one(&tenant.id).await {
         Ok(status) => Json(status).into_response(),
         Err(e) => problem(StatusCode::NOT_FOUND, e.to_string()),
@@ -252,16 +243,7 @@ struct LoadRequest {
     path: PathBuf,
 }
 
-async fn load(
-    State(tenants): State<Arc<Tenants>>,
-    Extension(access): Extension<Access>,
-    UrlPath(params): UrlPath<HashMap<String, String>>,
-    body: axum::body::Bytes,
-) -> Response {
-    let tenant = match tenant(&tenants, &access, &params) {
-        Ok(tenant) => tenant,
-        Err((status, message)) => return problem(status, message),
-    };
+async fn load(Scoped(tenant): Scoped, body: axum::body::Bytes) -> Response {
     let request: LoadRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return problem(StatusCode::BAD_REQUEST, format!("expected {{\"path\": \"/abs/file.wasm\"}}: {e}")),
@@ -272,15 +254,7 @@ async fn load(
     }
 }
 
-async fn unload(
-    State(tenants): State<Arc<Tenants>>,
-    Extension(access): Extension<Access>,
-    UrlPath(params): UrlPath<HashMap<String, String>>,
-) -> Response {
-    let tenant = match tenant(&tenants, &access, &params) {
-        Ok(tenant) => tenant,
-        Err((status, message)) => return problem(status, message),
-    };
+async fn unload(Scoped(tenant): Scoped, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
     let name = params.get("name").map_or("", String::as_str);
     match tenant.loader.unload(name).await {
         Ok(status) => Json(status).into_response(),

@@ -25,7 +25,7 @@ use tracing::Instrument;
 use crate::auth::Authenticator;
 use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status, settle};
 use crate::mcp::{Shared, StateCodec};
-use crate::policy::{AuthConfig, LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
+use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
 
 /// Why the tenants' configuration cannot be used.
@@ -98,15 +98,14 @@ struct Spec {
     id: String,
     hosts: Vec<String>,
     admin_token: Option<[u8; 32]>,
-    auth: Option<AuthConfig>,
     sources: Sources,
     /// `None`: a default tenant without a policy file (nothing granted, default limits).
     policy: Option<PolicyFile>,
 }
 
-/// The resource server for these settings, if there are any.
-fn guard(auth: Option<AuthConfig>) -> Result<Option<Arc<Authenticator>>, String> {
-    auth.map(|config| Authenticator::new(config).map(Arc::new)).transpose()
+/// The resource server a tenant's policy asks for, if it has `[auth]`.
+fn guard(policy: Option<&PolicyFile>) -> Result<Option<Arc<Authenticator>>, String> {
+    policy.and_then(PolicyFile::auth).map(|config| Authenticator::new(config.clone()).map(Arc::new)).transpose()
 }
 
 /// Resolve a tenant's policy against this machine.
@@ -181,9 +180,9 @@ impl Tenants {
             error: Mutex::new(None),
         });
         let mut set = TenantSet::default();
-        for Spec { id, hosts, admin_token, auth, sources, policy } in specs {
+        for Spec { id, hosts, admin_token, sources, policy } in specs {
+            let auth = guard(policy.as_ref()).map_err(|e| TenantsError::Auth(id.clone(), e))?;
             let policy = resolve(policy, &tenants.config.flags)?;
-            let auth = guard(auth).map_err(|e| TenantsError::Auth(id.clone(), e))?;
             let tenant = tenants.start_one(id, (hosts, admin_token, auth), sources, policy).await;
             set.tenants.insert(tenant.id.clone(), tenant);
         }
@@ -266,14 +265,15 @@ impl Tenants {
         };
         let old = self.current();
         let mut set = TenantSet::default();
-        for Spec { id, hosts, admin_token, auth, sources, policy } in specs {
-            let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
+        for Spec { id, hosts, admin_token, sources, policy } in specs {
             let running = old.tenants.get(id.as_str());
             // A resource server whose settings did not change keeps its cached keys.
+            let wanted = policy.as_ref().and_then(PolicyFile::auth);
             let auth = match running.and_then(|r| r.auth.as_ref()) {
-                Some(same) if Some(same.config()) == auth.as_ref() => Ok(Some(same.clone())),
-                _ => guard(auth),
+                Some(same) if Some(same.config()) == wanted => Ok(Some(same.clone())),
+                _ => guard(policy.as_ref()),
             };
+            let policy = resolve(policy, &self.config.flags).map_err(|e| e.to_string());
             let auth = match auth {
                 Ok(auth) => auth,
                 Err(e) => {
@@ -433,12 +433,10 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
     }
     if tenants.is_empty() {
         let sources = config.sources.clone();
-        let auth = file.as_ref().and_then(|f| f.auth().cloned());
         return Ok(vec![Spec {
             id: DEFAULT_TENANT.into(),
             hosts: Vec::new(),
             admin_token: None,
-            auth,
             sources,
             policy: file,
         }]);
@@ -451,7 +449,6 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
                 id: t.id,
                 hosts: t.hosts,
                 admin_token: t.admin_token,
-                auth: t.policy.auth().cloned(),
                 sources: Sources { bundled: false, dirs, files },
                 policy: Some(t.policy),
             }

@@ -89,6 +89,19 @@ fn peek_issuer(token: &str) -> Option<String> {
     serde_json::from_slice::<Issuer>(&bytes).ok().map(|i| i.iss)
 }
 
+/// The item whose secret's SHA-256 is `digest`. Every candidate is compared in full, in
+/// time that does not depend on where digests differ, so timing tells nothing of which one
+/// (if any) matched.
+pub fn find_by_digest<'a, T>(digest: &[u8; 32], candidates: impl IntoIterator<Item = (&'a [u8; 32], T)>) -> Option<T> {
+    let mut found = None;
+    for (candidate, item) in candidates {
+        if digest.iter().zip(candidate.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 {
+            found = Some(item);
+        }
+    }
+    found
+}
+
 /// A quoted-string value for `WWW-Authenticate`, with nothing that could end the quotes.
 fn quoted(text: &str) -> String {
     let clean: String = text.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
@@ -176,14 +189,8 @@ impl Authenticator {
 
     /// The API key whose digest this is, if any. Every key is compared, in constant time.
     fn api_key(&self, digest: &[u8; 32]) -> Option<Principal> {
-        let mut found = None;
-        for key in &self.config.api_keys {
-            let same = digest.iter().zip(key.sha256.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-            if same {
-                found = Some(key);
-            }
-        }
-        found.map(|key| Principal {
+        let keys = self.config.api_keys.iter().map(|key| (&key.sha256, key));
+        find_by_digest(digest, keys).map(|key| Principal {
             id: format!("api-key:{}", key.subject).into(),
             subject: key.subject.clone(),
             client_id: None,

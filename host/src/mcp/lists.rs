@@ -80,19 +80,14 @@ fn visible<'a, T>(
     cx: &RequestCx,
     names: impl Fn(&T) -> (&Arc<Plugin>, Kind, &str),
 ) -> Cow<'a, [Arc<T>]> {
-    match &cx.principal {
-        None => Cow::Borrowed(items),
-        Some(principal) => Cow::Owned(
-            items
-                .iter()
-                .filter(|item| {
-                    let (plugin, kind, name) = names(item);
-                    principal.scopes.allows(plugin.name(), kind, name)
-                })
-                .cloned()
-                .collect(),
-        ),
+    if cx.principal.is_none() {
+        return Cow::Borrowed(items);
     }
+    let may = |item: &&Arc<T>| {
+        let (plugin, kind, name) = names(item);
+        cx.may(plugin.name(), kind, name)
+    };
+    Cow::Owned(items.iter().filter(may).cloned().collect())
 }
 
 /// A list that depends on who asks (the tenant filters it by the token's scopes) must not be
@@ -198,9 +193,7 @@ impl CapsuleServer {
             // Only resources the principal may read are honoured.
             uris.retain(|uri| {
                 uri.len() <= MAX_URI_BYTES
-                    && catalog
-                        .resource_owner(uri)
-                        .is_some_and(|owner| authorize(cx, owner, Kind::Resources, uri).is_ok())
+                    && catalog.resource_owner(uri).is_some_and(|owner| cx.may(owner.name(), Kind::Resources, uri))
             });
             uris.sort();
             uris.dedup();

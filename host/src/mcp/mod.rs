@@ -147,11 +147,10 @@ pub const INSUFFICIENT_SCOPE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-3
 
 /// Refuse a request for `plugin`'s item that the principal's token does not cover.
 fn authorize(cx: &RequestCx, plugin: &Plugin, kind: Kind, name: &str) -> Result<(), ErrorData> {
-    let Some(principal) = &cx.principal else { return Ok(()) };
-    let needed = scope::of_item(plugin.name(), kind, name);
-    if principal.scopes.covers(&needed) {
+    if cx.may(plugin.name(), kind, name) {
         return Ok(());
     }
+    let needed = scope::of_item(plugin.name(), kind, name);
     Err(ErrorData::new(
         INSUFFICIENT_SCOPE,
         format!("Forbidden: this request needs the scope {needed}"),

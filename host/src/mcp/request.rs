@@ -18,6 +18,7 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
+use crate::auth::scope::Kind;
 
 /// A boxed future, as a [`ClientLink`] returns.
 pub type LinkFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LinkError>> + Send + 'a>>;
@@ -127,6 +128,11 @@ pub struct RequestCx {
 }
 
 impl RequestCx {
+    /// Whether the principal's token covers `plugin`'s item (always, without authentication).
+    pub fn may(&self, plugin: &str, kind: Kind, name: &str) -> bool {
+        self.principal.as_ref().is_none_or(|p| p.scopes.allows(plugin, kind, name))
+    }
+
     /// The caller, as per-caller quotas count it: anonymous callers are one.
     pub fn caller(&self) -> &str {
         self.principal.as_ref().map_or("", |p| &*p.id)

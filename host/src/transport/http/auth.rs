@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{FrontDoor, checks, text};
+use super::{FrontDoor, by_host_name, text};
 use crate::auth::{AuthError, Authenticator, scope};
 use crate::tenants::Tenant;
 
@@ -54,11 +54,7 @@ fn metadata(tenant: Option<&Arc<Tenant>>) -> Response {
 /// The metadata of the tenant `/mcp` serves for this Host.
 pub async fn metadata_by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    let tenant = set.default_tenant().or_else(|| {
-        let host = checks::host(request.headers()).ok()?;
-        set.by_host(&checks::bare_host(host.host()))
-    });
-    metadata(tenant)
+    metadata(by_host_name(&set, request.headers()))
 }
 
 /// The metadata of `/t/{tenant}/mcp`.

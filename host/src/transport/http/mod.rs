@@ -245,15 +245,19 @@ async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Respon
     if let Some(refused) = checked(&door, &set, &request) {
         return refused;
     }
-    // The default tenant has no host names: only configured tenants are routed by Host.
-    let tenant = set.default_tenant().or_else(|| {
-        let host = checks::host(request.headers()).ok()?;
-        set.by_host(&checks::bare_host(host.host()))
-    });
-    match tenant {
+    match by_host_name(&set, request.headers()) {
         Some(tenant) => handle(&door, tenant, request).await,
         None => text(404, "Not Found: no such tenant"),
     }
+}
+
+/// The tenant `/mcp` serves for a request's Host. The default tenant has no host names: on a
+/// server with only it, it serves every allowed Host; configured tenants are routed by name.
+fn by_host_name<'a>(set: &'a TenantSet, headers: &axum::http::HeaderMap) -> Option<&'a Arc<Tenant>> {
+    set.default_tenant().or_else(|| {
+        let host = checks::host(headers).ok()?;
+        set.by_host(&checks::bare_host(host.host()))
+    })
 }
 
 /// `/t/{tenant}/mcp`.
