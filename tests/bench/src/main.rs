@@ -358,23 +358,22 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     .await?;
     let tally = std::sync::Arc::new(battery::Tally::default());
     let names = ("add, c=1, quiet".into(), format!("add, c=1, {} clients attacking", battery::ATTACKERS));
-    let (quiet, attacked) = alone_and_disturbed(names, (warmup, duration, reps), |time, attack| {
-        battery::bystander(battery_server.addr, time, attack, &tally)
+    let attack = battery::battery();
+    let (quiet, attacked) = alone_and_disturbed(names, (warmup, duration, reps), |time, attacking| {
+        battery::bystander((battery_server.addr, "/mcp"), time, attacking.then_some(&attack), &tally)
     })
     .await?;
     drop(battery_server);
     let _ = std::fs::remove_dir_all(&battery_dir);
     let (made, uncontained) = (tally.made.load(Ordering::Relaxed), tally.uncontained.load(Ordering::Relaxed));
-    println!("\n## A well-behaved caller during the hostile-plugin battery (same server)\n");
-    println!("{}", report::HEADER);
-    println!("{}\n{}", quiet.line(), attacked.line());
+    print_pair("A well-behaved caller during the hostile-plugin battery (same server)", &quiet, &attacked);
     println!(
         "\nattacks made: {made}, not contained: {uncontained} (spin, hog, recurse, crash, 4 MiB result, log flood, \
          file escapes, denied HTTP and TCP; hostile limited to 500 ms CPU, 2 s, 1 MiB output)"
     );
 
     // One tenant floods while another is measured.
-    let (calm, flooded) = tenant_flood(&args, warmup, duration, reps).await?;
+    let (calm, flooded, flood_uncontained) = tenant_flood(&args, warmup, duration, reps).await?;
     // What checking a JWT on every request costs.
     let (open, secured) = auth_cost(&args, warmup, duration, reps).await?;
 
@@ -432,6 +431,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         + flooded.errors()
         + open.errors()
         + secured.errors()
+        + flood_uncontained
         + uncontained;
     println!("\n# finished in {:.0} s", started.elapsed().as_secs_f64());
     if errors > 0 {
@@ -447,8 +447,13 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
 }
 
 /// A quiet tenant's latency alone and while another tenant floods the same server; prints
-/// both rows and returns them.
-async fn tenant_flood(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
+/// both rows and returns them, with the flooding calls not answered as tool results.
+async fn tenant_flood(
+    args: &Args,
+    warmup: Duration,
+    duration: Duration,
+    reps: usize,
+) -> anyhow::Result<(Row, Row, u64)> {
     let dir = std::env::temp_dir().join(format!("capsule-bench-tenants-{}", std::process::id()));
     let policy = tenants::layout(&dir, &args.plugins)?;
     let server = Server::start(&[
@@ -460,27 +465,34 @@ async fn tenant_flood(args: &Args, warmup: Duration, duration: Duration, reps: u
         policy.to_str().unwrap_or_default(),
     ])
     .await?;
-    let tally = std::sync::Arc::new(tenants::Tally::default());
+    let tally = std::sync::Arc::new(battery::Tally::default());
     let names = (
         "quiet tenant add, c=1, alone".into(),
         format!("quiet tenant add, c=1, {} clients flooding", tenants::FLOODERS),
     );
-    let (calm, flooded) = alone_and_disturbed(names, (warmup, duration, reps), |time, flood| {
-        tenants::quiet_tenant(server.addr, time, flood, &tally)
+    let flood = tenants::flood();
+    let (calm, flooded) = alone_and_disturbed(names, (warmup, duration, reps), |time, flooding| {
+        battery::bystander((server.addr, "/t/quiet/mcp"), time, flooding.then_some(&flood), &tally)
     })
     .await?;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-    println!("\n## A quiet tenant while another tenant floods (same server)\n");
-    println!("{}", report::HEADER);
-    println!("{}\n{}", calm.line(), flooded.line());
+    print_pair("A quiet tenant while another tenant floods (same server)", &calm, &flooded);
+    let uncontained = tally.uncontained.load(Ordering::Relaxed);
     println!(
-        "\nflooding calls: {}, refused by the noisy tenant's quota: {} (spin and hog; noisy limited to 1 concurrent \
-         call, 100 ms CPU and 32 MiB per call)",
+        "\nflooding calls: {}, refused by the noisy tenant's quota: {}, not contained: {uncontained} (spin and hog; \
+         noisy limited to 1 concurrent call, 100 ms CPU and 32 MiB per call)",
         tally.made.load(Ordering::Relaxed),
         tally.refused.load(Ordering::Relaxed)
     );
-    Ok((calm, flooded))
+    Ok((calm, flooded, uncontained))
+}
+
+/// A section of two rows measured side by side.
+fn print_pair(title: &str, a: &Row, b: &Row) {
+    println!("\n## {title}\n");
+    println!("{}", report::HEADER);
+    println!("{}\n{}", a.line(), b.line());
 }
 
 /// Throughput at 8 clients of an open tenant and of an OAuth-secured one (real JWTs from
@@ -512,9 +524,7 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
     }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-    println!("\n## Authentication: an open tenant and a JWT-secured one (same server)\n");
-    println!("{}", report::HEADER);
-    println!("{}\n{}", rows[0].line(), rows[1].line());
+    print_pair("Authentication: an open tenant and a JWT-secured one (same server)", &rows[0], &rows[1]);
     let [open, secured] = rows;
     Ok((open, secured))
 }
