@@ -77,6 +77,27 @@ pub struct Mount {
     pub writable: bool,
 }
 
+/// Who the current request comes from, as the host authenticated it. The token itself never
+/// reaches a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Identity {
+    /// The tenant whose catalog serves the call (`default` without tenants).
+    pub tenant: String,
+    /// The authenticated caller; `None` when the tenant does not authenticate its clients.
+    pub principal: Option<Principal>,
+}
+
+/// Someone the host authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Principal {
+    /// The access token's `sub`, or the subject the operator gave an API key.
+    pub subject: String,
+    /// The OAuth client the token was issued to, when it says.
+    pub client: Option<String>,
+    /// The scopes the credential grants. The host has already refused anything outside them.
+    pub scopes: Vec<String>,
+}
+
 /// The request a handler is serving.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
@@ -90,6 +111,17 @@ impl Context {
     /// roots where the operator asked for that. Nothing else on the host exists for `std::fs`.
     pub fn mounts(&self) -> Vec<Mount> {
         host::mounts().into_iter().map(|m| Mount { path: m.path, name: m.name, writable: m.writable }).collect()
+    }
+
+    /// Who this request comes from: the tenant, and the authenticated principal if any. Use
+    /// it to attribute work or to narrow what a tool does for a caller; access to the tool
+    /// itself is the host's to enforce.
+    pub fn caller(&self) -> Identity {
+        let id = host::caller();
+        Identity {
+            tenant: id.tenant,
+            principal: id.principal.map(|p| Principal { subject: p.subject, client: p.client, scopes: p.scopes }),
+        }
     }
 
     /// What the client can do for this request.

@@ -40,7 +40,9 @@ mod registry;
 
 pub use capsule_uri_template::UriVariables;
 pub use content::{Content, Error, IntoPromptResult, IntoReadResult, IntoToolResult, Json, ToolResult};
-pub use context::{Ask, ClientCapabilities, Context, ElicitAction, InputResponse, LogLevel, Mount, Root};
+pub use context::{
+    Ask, ClientCapabilities, Context, ElicitAction, Identity, InputResponse, LogLevel, Mount, Principal, Root,
+};
 pub use registry::{
     Handler, ListKind, NoArgs, Outcome, Plugin, PromptMessage, ResourceOptions, Role, TemplateOptions, ToolOptions,
 };

@@ -236,7 +236,8 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     // SEC-06: sealed requestState is its principal's; another principal cannot replay it.
     let caps = json!({"elicitation": {"form": {}}});
     let tool = "test_input_required_result_multi_round";
-    let alice = with_token(&acme_url, &provider.token("alice", &acme_url, "plugins").await);
+    let broad = provider.token("alice", &acme_url, "plugins").await;
+    let alice = with_token(&acme_url, &broad);
     let bob = with_token(&acme_url, &provider.token("bob", &acme_url, "plugins").await);
     let first = alice.modern(1, "tools/call", json!({"name": tool, "arguments": {}}), caps.clone()).await;
     let state = first.response(1)["result"]["requestState"].as_str().expect("input_required state").to_owned();
@@ -246,6 +247,15 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     assert_eq!(replayed.response(2)["error"]["code"], -32602, "{}", replayed.body);
     let resumed = alice.modern(3, "tools/call", retry, caps).await;
     assert!(resumed.response(3).get("result").is_some(), "{}", resumed.body);
+
+    // Plugins learn who calls (tenant, subject, client, scopes), never the token.
+    let who = alice.modern(4, "tools/call", json!({"name": "whoami", "arguments": {}}), json!({})).await;
+    assert_eq!(
+        who.response(4)["result"]["structuredContent"],
+        json!({"tenant": "acme", "principal": {"subject": "alice", "client": "alice", "scopes": ["plugins"]}}),
+        "{}",
+        who.body
+    );
 
     // An API key (stored hashed) works where it is configured, and only there.
     let key = "globex-ci-key-0123456789";

@@ -215,6 +215,19 @@ async fn input_required_round_trip_with_sealed_state() {
 }
 
 #[tokio::test]
+async fn plugins_learn_the_tenant_and_that_nobody_was_authenticated() {
+    let server = server();
+    let reply =
+        Client::new(&server.url).modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}), json!({})).await;
+    assert_eq!(
+        reply.response(1)["result"]["structuredContent"],
+        json!({"tenant": "default", "principal": null}),
+        "{}",
+        reply.body
+    );
+}
+
+#[tokio::test]
 async fn missing_client_capability_is_reported() {
     let server = server();
     let reply = Client::new(&server.url)

@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::request::ClientLink;
-use crate::runtime::{CallEvents, ListKind, LogLevel};
+use crate::auth::Principal;
+use crate::runtime::{CallEvents, Caller, ListKind, LogLevel};
 
 const QUEUE: usize = 256;
 
@@ -28,6 +29,7 @@ enum Event {
 
 /// The [`CallEvents`] of one request.
 pub struct RequestEvents {
+    principal: Option<Arc<Principal>>,
     tx: mpsc::Sender<Event>,
     cancelled: CancellationToken,
     changed: Changes,
@@ -64,6 +66,14 @@ impl Changes {
 }
 
 impl CallEvents for RequestEvents {
+    fn caller(&self) -> Option<Caller> {
+        self.principal.as_ref().map(|p| Caller {
+            subject: p.subject.clone(),
+            client: p.client_id.clone(),
+            scopes: p.scopes.iter().map(str::to_owned).collect(),
+        })
+    }
+
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
         let _ = self.tx.try_send(Event::Log { level, logger, message });
     }
@@ -89,6 +99,8 @@ impl CallEvents for RequestEvents {
 pub struct Route {
     pub link: Arc<dyn ClientLink>,
     pub plugin: String,
+    /// Who the request comes from, for plugins that ask.
+    pub principal: Option<Arc<Principal>>,
     pub progress_token: Option<ProgressToken>,
     /// The lowest level the client asked for; `None` sends no log messages.
     pub log_level: Option<LoggingLevel>,
@@ -99,6 +111,7 @@ pub struct Route {
 /// it after the call puts every notification before the response.
 pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents>, Changes, impl Future<Output = ()>) {
     let (tx, mut rx) = mpsc::channel(QUEUE);
+    let principal = route.principal.clone();
     let forward = async move {
         while let Some(event) = rx.recv().await {
             match event {
@@ -123,7 +136,7 @@ pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents
         }
     };
     let changed = Changes::default();
-    (Arc::new(RequestEvents { tx, cancelled, changed: changed.clone() }), changed, forward)
+    (Arc::new(RequestEvents { principal, tx, cancelled, changed: changed.clone() }), changed, forward)
 }
 
 fn logging_level(level: LogLevel) -> LoggingLevel {

@@ -312,6 +312,7 @@ impl CapsuleServer {
         Route {
             link: cx.link.clone(),
             plugin: plugin.name().to_owned(),
+            principal: cx.principal.clone(),
             progress_token: cx.progress_token.clone(),
             log_level,
         }

@@ -30,9 +30,22 @@ pub use bindings::ListKind;
 /// Severity of a plugin log message.
 pub use bindings::LogLevel;
 
-/// What a running call reports to whoever started it. Implementations must not block: they
-/// are called from inside the plugin's execution.
+/// Someone the host authenticated, as a call may learn it: never the credential itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's subject, or the API key's.
+    pub subject: String,
+    /// The OAuth client the token was issued to, when it says.
+    pub client: Option<String>,
+    /// The scopes the credential grants.
+    pub scopes: Vec<String>,
+}
+
+/// What a running call reports to whoever started it, and what it may ask them.
+/// Implementations must not block: they are called from inside the plugin's execution.
 pub trait CallEvents: Send + Sync {
+    /// Who the request comes from; `None` when nobody was authenticated.
+    fn caller(&self) -> Option<Caller>;
     /// The plugin logged a message.
     fn log(&self, level: LogLevel, logger: Option<String>, message: String);
     /// The plugin reported progress.
@@ -53,6 +66,9 @@ pub type Events = std::sync::Arc<dyn CallEvents + 'static>;
 pub struct NoEvents;
 
 impl CallEvents for NoEvents {
+    fn caller(&self) -> Option<Caller> {
+        None
+    }
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
         tracing::debug!(?level, ?logger, "plugin log outside a request: {message}");
     }

@@ -386,6 +386,7 @@ impl Plugin {
         let config = &self.runtime.config;
         let state = CallState::new(Sandbox {
             plugin: self.name.clone(),
+            tenant: self.account.tenant().clone(),
             grants: &self.grants,
             dirs: &self.dirs,
             mounts: self.grants.mounts(roots),

@@ -32,6 +32,7 @@ pub(crate) struct CallState {
     /// The resources the call said changed, each reported once.
     updated: std::collections::HashSet<String>,
     plugin: Arc<str>,
+    tenant: Arc<str>,
     mounts: Vec<Mount>,
     pub stderr: CallStderr,
     _live: LiveStore,
@@ -51,6 +52,7 @@ const RANDOM_LIMIT: u64 = 1 << 20;
 /// What a call's sandbox is built from.
 pub(crate) struct Sandbox<'a> {
     pub plugin: Arc<str>,
+    pub tenant: Arc<str>,
     pub grants: &'a Grants,
     /// The grants' directories, open.
     pub dirs: &'a GrantDirs,
@@ -105,6 +107,7 @@ impl CallState {
             event_bytes_left: sandbox.grants.limits.output,
             updated: std::collections::HashSet::new(),
             plugin: sandbox.plugin,
+            tenant: sandbox.tenant,
             mounts,
             stderr,
             _live: LiveStore::new(sandbox.live),
@@ -200,6 +203,15 @@ impl host::Host for CallState {
             .iter()
             .map(|m| host::Mount { path: m.guest.clone(), name: m.name.clone(), writable: m.write })
             .collect())
+    }
+
+    async fn caller(&mut self) -> wasmtime::Result<host::Identity> {
+        let principal = self.events.caller().map(|caller| host::Principal {
+            subject: caller.subject,
+            client: caller.client,
+            scopes: caller.scopes,
+        });
+        Ok(host::Identity { tenant: self.tenant.to_string(), principal })
     }
 }
 

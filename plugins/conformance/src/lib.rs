@@ -376,6 +376,11 @@ struct HeaderArgs {
     region: String,
 }
 
+/// Who is calling, as the host tells plugins: the tenant and the authenticated principal.
+fn whoami(_: NoArgs, cx: &Context) -> Json<capsule_sdk::Identity> {
+    Json(cx.caller())
+}
+
 fn header_echo(args: HeaderArgs) -> String {
     format!("Region: {}", args.region)
 }
@@ -496,6 +501,7 @@ capsule_sdk::plugin!(|p| {
     p.tool("test_input_required_result_multi_round", "Asks over two rounds", ir_multi_round);
     p.tool("test_input_required_result_tampered_state", "Relies on integrity-protected state", ir_tampered_state);
     p.tool("test_input_required_result_capabilities", "Asks only for what the client supports", ir_capabilities);
+    p.tool("whoami", "Says who is calling: the tenant, subject, client and granted scopes", whoami);
     p.tool("test_header_param", "Echoes a parameter that clients mirror into an HTTP header", header_echo);
     p.tool("test_trigger_tool_change", "Notifies that the tool list changed", trigger_tool_change);
     p.tool("test_trigger_prompt_change", "Notifies that the prompt list changed", trigger_prompt_change);
