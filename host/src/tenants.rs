@@ -354,7 +354,13 @@ impl Tenants {
     pub fn watch(self: &Arc<Self>) -> notify::Result<()> {
         use notify::Watcher;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let config = self.config.clone();
+        // The watcher reports absolute paths, whatever it was given: compare with those.
+        let absolute = |path: &Option<PathBuf>| path.as_deref().map(std::path::absolute).transpose();
+        let config = TenantsConfig {
+            policy: absolute(&self.config.policy).map_err(notify::Error::io)?,
+            dir: absolute(&self.config.dir).map_err(notify::Error::io)?,
+            ..TenantsConfig::default()
+        };
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Ok(event) = event
                 && !event.kind.is_access()

@@ -1,6 +1,11 @@
 // A real authorization server for Capsule's tests: oidc-provider on 127.0.0.1, issuing JWT
 // access tokens (RFC 9068) for the resource a client names (RFC 8707), by client
-// credentials. Prints `listening <issuer>` once it accepts requests.
+// credentials and by authorization code + PKCE to clients that register themselves
+// (RFC 7591). Prints `listening <issuer>` once it accepts requests.
+//
+// The authorization code flow has a scripted user: every interaction signs in as `carol`
+// and consents to exactly the scopes and resource the client asked for, so a test can follow
+// the authorization URL's redirects to the code without a browser.
 //
 // usage: node provider.mjs [port]
 import Provider, { errors } from 'oidc-provider';
@@ -32,8 +37,12 @@ issuer = `http://127.0.0.1:${listener.address().port}`;
 
 const provider = new Provider(issuer, {
   clients: [client('alice'), client('bob'), client('short-lived')],
+  // Advertised, so clients that register with the scopes Capsule challenged for are accepted.
+  scopes: ['openid', 'offline_access', ...scope.split(' ')],
+  interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   features: {
     devInteractions: { enabled: false },
+    registration: { enabled: true },
     clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
@@ -55,5 +64,35 @@ const provider = new Provider(issuer, {
   },
 });
 provider.on('server_error', (ctx, err) => console.error('server_error', err));
-listener.on('request', provider.callback());
+
+// carol signs in, then grants what was asked for (the resource's scopes, and any OpenID ones).
+async function interact(req, res) {
+  const { prompt, params, session } = await provider.interactionDetails(req, res);
+  let result;
+  if (prompt.name === 'login') {
+    result = { login: { accountId: 'carol' } };
+  } else {
+    const grant = new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    // Granted both as OpenID scopes (they are advertised) and for the resource; each kind of
+    // token takes the ones that apply to it.
+    const requested = params.scope ?? '';
+    grant.addOIDCScope(requested);
+    for (const resource of [params.resource ?? []].flat()) grant.addResourceScope(resource, requested);
+    result = { consent: { grantId: await grant.save() } };
+  }
+  await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: prompt.name !== 'login' });
+}
+
+const callback = provider.callback();
+listener.on('request', (req, res) => {
+  if (req.method === 'GET' && req.url.startsWith('/interaction/')) {
+    interact(req, res).catch((err) => {
+      console.error('interaction', err);
+      res.statusCode = 500;
+      res.end(String(err));
+    });
+  } else {
+    callback(req, res);
+  }
+});
 console.log(`listening ${issuer}`);

@@ -1,7 +1,9 @@
 //! The OAuth 2.1 resource server, against a real authorization server (`oidc-provider` from
-//! npm, in `tests/auth`) issuing JWT access tokens by client credentials: discovery and
-//! challenges, audience, issuer, expiry, algorithm, scopes, sessions bound to their
-//! principal, API keys, and tokens kept out of the logs (server-requirements §2 and §5).
+//! npm, in `tests/auth`) issuing JWT access tokens by client credentials and by authorization
+//! code + PKCE: discovery and challenges, audience, issuer, expiry, algorithm, scopes,
+//! sessions bound to their principal, API keys, tokens kept out of the logs
+//! (server-requirements §2 and §5), and the official Python and TypeScript SDK clients
+//! signing in end to end.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -11,7 +13,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::support::{Client, Server, plugins, root, scratch_dir};
+use crate::clients::{PYTHON, TYPESCRIPT};
+use crate::support::{Client, Server, plugins, root, run_script, scratch_dir};
 
 /// `oidc-provider` on 127.0.0.1, killed on drop.
 struct AuthServer {
@@ -37,8 +40,11 @@ impl AuthServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start oidc-provider");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        stdout.read_line(&mut line).unwrap();
+        // Keep reading: the provider warns on stdout later, and a closed pipe would kill it.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let issuer = line.trim().strip_prefix("listening ").expect("the provider's address").to_owned();
         AuthServer { child, issuer }
     }
@@ -284,4 +290,30 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
         assert!(!log.contains(token.as_str()), "a token is in the log");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The official SDK clients meet the 401, discover the metadata and the authorization server,
+/// register, sign in by authorization code + PKCE for the tenant's resource, and call tools,
+/// which see the user who signed in. Both follow the spec; neither knows Capsule.
+#[test]
+fn official_clients_sign_in_by_authorization_code_and_pkce() {
+    let provider = AuthServer::start();
+    let dir = scratch_dir("auth-sdk-clients");
+    let port = free_port();
+    let policy = layout(&dir, port, &provider.issuer);
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let url = format!("http://127.0.0.1:{port}/t/acme/mcp");
+    let clients = root().join("tests/clients");
+    let runs = [
+        (&PYTHON, "py.sh", vec!["py_oauth.py", "--user", "carol", &url], "10 passed, 0 failed"),
+        (&TYPESCRIPT, "ts.sh", vec!["ts_oauth.mjs", "carol", &url], "9 passed, 0 failed"),
+    ];
+    for (lock, script, args, summary) in runs {
+        let _lock = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (ok, output) = run_script(&clients.join(script), &args, &[]);
+        eprintln!("{output}");
+        assert!(ok && output.lines().any(|l| l == summary), "{script} failed:\n{output}\nlog:\n{}", server.log());
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

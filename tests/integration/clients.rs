@@ -7,7 +7,7 @@ use crate::support::{Server, root, run_script, scratch_dir, shared_tool};
 
 /// The smoke scripts install into shared caches (a venv, node_modules) on first use.
 pub static PYTHON: Mutex<()> = Mutex::new(());
-static TYPESCRIPT: Mutex<()> = Mutex::new(());
+pub static TYPESCRIPT: Mutex<()> = Mutex::new(());
 
 /// The bundled plugins have no argument-free tool, so name one and its arguments.
 const TOOL: &[&str] = &["--tool", "evaluate", "--args", r#"{"expression":"6*7"}"#];

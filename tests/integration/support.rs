@@ -54,8 +54,15 @@ impl Server {
     /// Start `capsule serve --listen 127.0.0.1:0` (unless `args` name an address) with extra
     /// arguments and wait until it listens.
     pub fn http(args: &[&str]) -> Server {
+        Server::http_in(&std::env::current_dir().expect("working directory"), args)
+    }
+
+    /// [`Server::http`] with `dir` as its working directory, so relative paths in `args` are
+    /// relative to it, as an operator would write them.
+    pub fn http_in(dir: &std::path::Path, args: &[&str]) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .current_dir(dir)
             .arg("serve")
             .args(listen)
             .args(args)
@@ -431,12 +438,12 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Start a server with `args` and its admin endpoint (token file in `dir`).
+    /// Start a server in `dir` with `args` and its admin endpoint (token file in `dir`).
     pub fn serve(dir: &std::path::Path, args: &[&str]) -> (Server, Admin) {
         let token_file = dir.join("admin-token");
         let mut all = args.to_vec();
         all.extend(["--admin", "127.0.0.1:0", "--admin-token-file", token_file.to_str().unwrap()]);
-        let server = Server::http(&all);
+        let server = Server::http_in(dir, &all);
         let admin = Admin::of(&server, &token_file);
         (server, admin)
     }
