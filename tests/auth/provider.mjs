@@ -1,7 +1,9 @@
 // A real authorization server for Capsule's tests: oidc-provider on 127.0.0.1, issuing JWT
 // access tokens (RFC 9068) for the resource a client names (RFC 8707), by client
 // credentials and by authorization code + PKCE to clients that register themselves
-// (RFC 7591). Prints `listening <issuer>` once it accepts requests.
+// (RFC 7591). Resources under /t/initech/ and /t/umbrella/ get opaque tokens instead, which
+// the client `capsule` (secret `capsule-secret`) may introspect (RFC 7662); clients may revoke
+// their tokens (RFC 7009). Prints `listening <issuer>` once it accepts requests.
 //
 // The authorization code flow has a scripted user: every interaction signs in as `carol`
 // and consents to exactly the scopes and resource the client asked for, so a test can follow
@@ -36,13 +38,16 @@ await new Promise((resolve) => listener.listen(port, '127.0.0.1', resolve));
 issuer = `http://127.0.0.1:${listener.address().port}`;
 
 const provider = new Provider(issuer, {
-  clients: [client('alice'), client('bob'), client('short-lived')],
+  clients: [client('alice'), client('bob'), client('short-lived'), client('capsule')],
   // Advertised, so clients that register with the scopes Capsule challenged for are accepted.
   scopes: ['openid', 'offline_access', ...scope.split(' ')],
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    revocation: { enabled: true },
+    // Only the resource server's own client learns what a token grants.
+    introspection: { enabled: true, allowedPolicy: (ctx, client) => client.clientId === 'capsule' },
     clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
@@ -55,7 +60,7 @@ const provider = new Provider(issuer, {
         return {
           scope,
           audience: resource,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: /\/t\/(initech|umbrella)\//.test(resource) ? 'opaque' : 'jwt',
           accessTokenTTL: client.clientId === 'short-lived' ? 2 : 600,
           jwt: { sign: { alg: 'RS256' } },
         };

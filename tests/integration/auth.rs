@@ -49,6 +49,18 @@ impl AuthServer {
         AuthServer { child, issuer }
     }
 
+    /// Revoke a token `client` was issued (RFC 7009).
+    async fn revoke(&self, client: &str, token: &str) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/token/revocation", self.issuer))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "revocation: {}", response.text().await.unwrap());
+    }
+
     /// An access token for `client`, for `resource`, with `scope`.
     async fn token(&self, client: &str, resource: &str, scope: &str) -> String {
         let encode = |s: &str| s.replace(':', "%3A").replace('/', "%2F").replace(' ', "+");
@@ -315,5 +327,60 @@ fn official_clients_sign_in_by_authorization_code_and_pkce() {
         eprintln!("{output}");
         assert!(ok && output.lines().any(|l| l == summary), "{script} failed:\n{output}\nlog:\n{}", server.log());
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A tenant taking opaque tokens: the authorization server vouches for each by introspection
+/// (as the resource server's own client), and its answer is held to audience and activity; a
+/// revoked token stops working once the short cache lapses.
+#[tokio::test]
+async fn opaque_tokens_are_introspected_and_revocation_takes_hold() {
+    let provider = AuthServer::start();
+    let dir = scratch_dir("auth-introspection");
+    let port = free_port();
+    std::fs::create_dir_all(dir.join("initech")).unwrap();
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("initech").join("calc.wasm")).unwrap();
+    std::fs::write(dir.join("introspection-secret"), "capsule-secret\n").unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[tenants.initech]\nsources = [\"initech\"]\n[tenants.initech.auth]\n\
+             resource = \"http://127.0.0.1:{port}/t/initech/mcp\"\nauthorization_servers = [\"{}\"]\n\
+             [tenants.initech.auth.introspection]\nclient_id = \"capsule\"\n\
+             client_secret = {{ file = \"introspection-secret\" }}\ncache_s = 1\n",
+            provider.issuer
+        ),
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let url = format!("http://127.0.0.1:{port}/t/initech/mcp");
+
+    let token = provider.token("alice", &url, "plugins.calc.tools.add").await;
+    assert_ne!(token.split('.').count(), 3, "the provider should issue an opaque token here: {token}");
+    let alice = with_token(&url, &token);
+    let listed = alice.modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&listed), ["add"], "{}\nlog:\n{}", listed.body, server.log());
+    let sum = alice.modern(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}}), json!({})).await;
+    assert_eq!(sum.response(2)["result"]["content"][0]["text"], "3", "{}", sum.body);
+
+    // Another resource's opaque token, and one the server never issued.
+    let elsewhere = provider.token("alice", &format!("http://127.0.0.1:{port}/t/umbrella/mcp"), "plugins.calc").await;
+    for (token, why) in [(elsewhere.as_str(), "not issued for this resource"), ("made-up-opaque-token", "not active")] {
+        let refused = with_token(&url, token).modern(1, "tools/list", json!({}), json!({})).await;
+        assert_eq!(refused.status, 401, "{why}: {}", refused.body);
+        let challenge = refused.headers["www-authenticate"].to_str().unwrap();
+        assert!(challenge.contains("error=\"invalid_token\"") && challenge.contains(why), "{why}: {challenge}");
+    }
+
+    // Revoked: refused once the answer cached for a second has lapsed.
+    provider.revoke("alice", &token).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let revoked = alice.modern(3, "tools/list", json!({}), json!({})).await;
+    assert_eq!(revoked.status, 401, "{}", revoked.body);
+    assert!(revoked.headers["www-authenticate"].to_str().unwrap().contains("not active"));
+    let log = server.log();
+    assert!(!log.contains(&token) && !log.contains("capsule-secret"), "a token or secret reached the log:\n{log}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,7 +1,8 @@
-//! An issuer's signing keys: found through its metadata (OpenID Connect discovery, then RFC
-//! 8414) unless configured, fetched once, cached, and fetched again only when a token names a
-//! key the cache does not hold, at most once per [`REFETCH_AFTER`], so a stream of tokens with
-//! made-up key ids cannot turn the server into a client hammering the issuer.
+//! An issuer's metadata and signing keys. The metadata (OpenID Connect discovery, then RFC
+//! 8414) names the keys and the introspection endpoint, unless they are configured. Keys are
+//! fetched once, cached, and fetched again only when a token names a key the cache does not
+//! hold, at most once per [`REFETCH_AFTER`], so a stream of tokens with made-up key ids cannot
+//! turn the server into a client hammering the issuer.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::JwkSet;
 use serde::Deserialize;
-use tokio::sync::{Mutex, RwLock};
+use tokio::sync::{Mutex, OnceCell, RwLock};
 
 /// The least time between two fetches of an issuer's keys.
 pub const REFETCH_AFTER: Duration = Duration::from_secs(30);
@@ -19,7 +20,7 @@ const MAX_DOCUMENT: usize = 1 << 20;
 /// Why a key could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("the authorization server's keys could not be fetched: {0}")]
+    #[error("the authorization server could not be asked: {0}")]
     Fetch(String),
     #[error("the token's signing key is not one of the authorization server's")]
     Unknown,
@@ -36,25 +37,30 @@ struct Cached {
 /// One issuer's keys.
 pub struct IssuerKeys {
     issuer: String,
-    /// Configured, or found by discovery (then remembered).
-    jwks_uri: Mutex<Option<String>>,
+    /// Configured; otherwise the metadata's.
+    jwks_uri: Option<String>,
+    /// Found once, then remembered (a failed discovery is tried again next time).
+    metadata: OnceCell<Metadata>,
     cache: RwLock<Cached>,
     /// One fetch at a time.
     fetching: Mutex<()>,
     http: reqwest::Client,
 }
 
+/// What an issuer's metadata says that matters here.
 #[derive(Deserialize)]
 struct Metadata {
     issuer: String,
-    jwks_uri: String,
+    jwks_uri: Option<String>,
+    introspection_endpoint: Option<String>,
 }
 
 impl IssuerKeys {
     pub fn new(issuer: &str, jwks_uri: Option<String>, http: reqwest::Client) -> IssuerKeys {
         IssuerKeys {
             issuer: issuer.to_owned(),
-            jwks_uri: Mutex::new(jwks_uri),
+            jwks_uri,
+            metadata: OnceCell::new(),
             cache: RwLock::default(),
             fetching: Mutex::new(()),
             http,
@@ -105,21 +111,35 @@ impl IssuerKeys {
     }
 
     async fn fetch(&self) -> Result<JwkSet, KeyError> {
-        let mut uri = self.jwks_uri.lock().await;
-        let jwks_uri = match &*uri {
-            Some(known) => known.clone(),
-            None => {
-                let found = self.discover().await?;
-                uri.insert(found).clone()
-            }
+        let jwks_uri = match &self.jwks_uri {
+            Some(known) => known,
+            None => self.metadata().await?.jwks_uri.as_ref().ok_or_else(|| self.lacks("jwks_uri"))?,
         };
-        drop(uri);
-        self.get_json(&jwks_uri).await
+        self.get_json(jwks_uri).await
     }
 
-    /// The issuer's `jwks_uri`, from its OpenID Connect or RFC 8414 metadata. The metadata's
-    /// `issuer` must be the issuer itself (RFC 8414 §3.3).
-    async fn discover(&self) -> Result<String, KeyError> {
+    /// The issuer itself, exactly as configured.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Where the issuer introspects tokens (RFC 7662), as its metadata says.
+    pub async fn introspection_endpoint(&self) -> Result<&str, KeyError> {
+        let endpoint = self.metadata().await?.introspection_endpoint.as_deref();
+        endpoint.ok_or_else(|| self.lacks("introspection_endpoint"))
+    }
+
+    fn lacks(&self, field: &str) -> KeyError {
+        KeyError::Fetch(format!("the metadata of {} names no {field}", self.issuer))
+    }
+
+    async fn metadata(&self) -> Result<&Metadata, KeyError> {
+        self.metadata.get_or_try_init(|| self.discover()).await
+    }
+
+    /// The issuer's OpenID Connect or RFC 8414 metadata. Its `issuer` must be the issuer
+    /// itself (RFC 8414 §3.3).
+    async fn discover(&self) -> Result<Metadata, KeyError> {
         let issuer = self.issuer.trim_end_matches('/');
         let (origin, path) = match issuer.find("://").and_then(|at| issuer[at + 3..].find('/').map(|p| at + 3 + p)) {
             Some(at) => (&issuer[..at], &issuer[at..]),
@@ -132,7 +152,7 @@ impl IssuerKeys {
         let mut last = String::new();
         for url in candidates {
             match self.get_json::<Metadata>(&url).await {
-                Ok(metadata) if metadata.issuer.trim_end_matches('/') == issuer => return Ok(metadata.jwks_uri),
+                Ok(metadata) if metadata.issuer.trim_end_matches('/') == issuer => return Ok(metadata),
                 Ok(metadata) => last = format!("{url} names issuer {}, not {}", metadata.issuer, self.issuer),
                 Err(e) => last = e.to_string(),
             }
@@ -141,18 +161,31 @@ impl IssuerKeys {
     }
 
     async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, KeyError> {
-        let failed = |e: String| KeyError::Fetch(format!("{url}: {e}"));
-        let response = self.http.get(url).send().await.map_err(|e| failed(e.to_string()))?;
-        if !response.status().is_success() {
-            return Err(failed(format!("HTTP {}", response.status())));
-        }
-        if response.content_length().is_some_and(|n| n > MAX_DOCUMENT as u64) {
-            return Err(failed("the document is too large".into()));
-        }
-        let body = response.bytes().await.map_err(|e| failed(e.to_string()))?;
-        if body.len() > MAX_DOCUMENT {
-            return Err(failed("the document is too large".into()));
-        }
-        serde_json::from_slice(&body).map_err(|e| failed(e.to_string()))
+        let response = self.http.get(url).send().await.map_err(|e| KeyError::Fetch(format!("{url}: {e}")))?;
+        read_json(url, response).await.map_err(KeyError::Fetch)
     }
+}
+
+/// A bounded JSON answer from an authorization server; errors name `url`.
+pub async fn read_json<T: serde::de::DeserializeOwned>(
+    url: &str,
+    mut response: reqwest::Response,
+) -> Result<T, String> {
+    let failed = |e: String| format!("{url}: {e}");
+    if !response.status().is_success() {
+        return Err(failed(format!("HTTP {}", response.status())));
+    }
+    let too_large = || failed(format!("the document is over {MAX_DOCUMENT} bytes"));
+    if response.content_length().is_some_and(|n| n > MAX_DOCUMENT as u64) {
+        return Err(too_large());
+    }
+    // Read by chunks, so a server that sends no length cannot make us hold more.
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
+        if body.len() + chunk.len() > MAX_DOCUMENT {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| failed(e.to_string()))
 }

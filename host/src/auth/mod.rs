@@ -1,11 +1,13 @@
 //! The OAuth 2.1 resource server: a tenant whose policy has `[auth]` takes requests only
 //! with a bearer token its authorization servers issued for its endpoint (RFC 8707
-//! audience), or one of its static API keys.
+//! audience): a JWT checked against the issuer's keys, or an opaque token the issuer vouches
+//! for by introspection (RFC 7662); or one of its static API keys.
 //!
 //! The transport authenticates every request before reading its body and hands the
 //! [`Principal`] on; the MCP layer holds each request to the principal's [`scope`]s. Tokens
 //! go nowhere else: not to plugins, not to logs (failures are described, never echoed).
 
+mod introspect;
 mod keys;
 pub mod scope;
 
@@ -21,6 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::policy::AuthConfig;
+use introspect::Introspector;
 use keys::IssuerKeys;
 pub use scope::Granted;
 
@@ -113,6 +116,7 @@ pub struct Authenticator {
     config: AuthConfig,
     issuers: Vec<IssuerKeys>,
     algorithms: Vec<Algorithm>,
+    introspector: Option<Introspector>,
     verified: std::sync::Mutex<Verified>,
 }
 
@@ -135,7 +139,8 @@ impl Authenticator {
             .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), http.clone()))
             .collect();
         let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
-        Ok(Authenticator { config, issuers, algorithms, verified: std::sync::Mutex::default() })
+        let introspector = config.introspection.as_ref().map(|i| Introspector::new(i, http.clone())).transpose()?;
+        Ok(Authenticator { config, issuers, algorithms, introspector, verified: std::sync::Mutex::default() })
     }
 
     /// The settings it was made from.
@@ -163,11 +168,25 @@ impl Authenticator {
         if let Some(principal) = self.remembered(&digest, now) {
             return Ok(principal);
         }
-        let (principal, exp) = self.jwt(token).await.map_err(AuthError::Invalid)?;
+        let (principal, left) = self.verify(token).await.map_err(AuthError::Invalid)?;
         let principal = Arc::new(principal);
-        let left = (UNIX_EPOCH + Duration::from_secs(exp)).duration_since(SystemTime::now()).unwrap_or_default();
-        self.remember(digest, principal.clone(), now + left.min(VERIFIED_FOR));
+        self.remember(digest, principal.clone(), now + left);
         Ok(principal)
+    }
+
+    /// Verify a token: locally if it is a JWT, by introspection if it is not and the tenant
+    /// introspects. The principal, and how long the verdict may be reused.
+    async fn verify(&self, token: &str) -> Result<(Principal, Duration), String> {
+        if let Some(introspector) = &self.introspector
+            && jsonwebtoken::decode_header(token).is_err()
+        {
+            let (resource, leeway) = (&self.config.resource, self.config.leeway_s);
+            let (claims, left) = introspector.introspect(token, &self.issuers[0], resource, leeway).await?;
+            return Ok((principal(claims)?, left));
+        }
+        let (principal, exp) = self.jwt(token).await?;
+        let left = (UNIX_EPOCH + Duration::from_secs(exp)).duration_since(SystemTime::now()).unwrap_or_default();
+        Ok((principal, left.min(VERIFIED_FOR)))
     }
 
     fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
@@ -308,6 +327,7 @@ mod tests {
             leeway_s: 0,
             require_at_jwt: false,
             api_keys: vec![ApiKey { subject: "ci".into(), sha256: key, scopes: vec!["plugins.calc".into()] }],
+            introspection: None,
         })
         .unwrap()
     }

@@ -3,17 +3,24 @@
 //! takes bearer tokens from the named authorization servers, and optionally static API keys.
 //!
 //! Checked without I/O: URLs are parsed, algorithms held to an allow-list (never `none`,
-//! never HMAC, whose "key" would be public), API keys given only as SHA-256 digests.
+//! never HMAC, whose "key" would be public), API keys given only as SHA-256 digests, the
+//! introspection client's secret named but not read.
+
+use std::path::Path;
 
 use serde::Deserialize;
 
-use super::parse_sha256;
+use super::{SecretSource, parse_sha256};
 
 /// Signature algorithms a token may use, by JOSE name: public-key algorithms only.
 pub const ALGORITHMS: [&str; 9] = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
 
 /// How long a token may be past `exp` (or before `nbf`) by default: clock skew.
 const DEFAULT_LEEWAY_S: u64 = 30;
+/// How long an introspection answer is reused by default, and at most: a revoked token is
+/// refused at the latest this long after its revocation.
+const DEFAULT_INTROSPECTION_CACHE_S: u64 = 60;
+const MAX_INTROSPECTION_CACHE_S: u64 = 300;
 
 /// `[auth]` as written.
 #[derive(Debug, Deserialize)]
@@ -37,6 +44,31 @@ pub(super) struct AuthEntry {
     /// Static keys for simple deployments.
     #[serde(default)]
     api_keys: Vec<ApiKeyEntry>,
+    /// RFC 7662 introspection, for tokens that are not JWTs.
+    introspection: Option<IntrospectionEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntrospectionEntry {
+    /// The introspection endpoint; by default the authorization server's metadata names it.
+    endpoint: Option<String>,
+    /// The resource server's own client at the authorization server.
+    client_id: String,
+    /// Its secret (HTTP Basic authentication at the endpoint).
+    client_secret: SecretSource,
+    /// Seconds an answer is reused.
+    cache_s: Option<u64>,
+}
+
+/// How opaque tokens are introspected (RFC 7662), checked; the secret is read when the
+/// tenant's resource server starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntrospectionConfig {
+    pub endpoint: Option<String>,
+    pub client_id: String,
+    pub client_secret: SecretSource,
+    pub cache_s: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +100,7 @@ pub struct AuthConfig {
     pub leeway_s: u64,
     pub require_at_jwt: bool,
     pub api_keys: Vec<ApiKey>,
+    pub introspection: Option<IntrospectionConfig>,
 }
 
 impl AuthConfig {
@@ -105,8 +138,9 @@ fn check_url(what: &str, url: &str) -> Result<(), String> {
 }
 
 impl AuthEntry {
-    /// Check the entry; errors say which field is wrong.
-    pub(super) fn check(self) -> Result<AuthConfig, String> {
+    /// Check the entry; errors say which field is wrong. A secret file is relative to
+    /// `base_dir`, the policy file's directory.
+    pub(super) fn check(self, base_dir: &Path) -> Result<AuthConfig, String> {
         check_url("resource", &self.resource)?;
         let resource = self.resource.trim_end_matches('/').to_owned();
         if self.authorization_servers.is_empty() && self.api_keys.is_empty() {
@@ -143,6 +177,27 @@ impl AuthEntry {
             }
             api_keys.push(ApiKey { subject: key.subject, sha256, scopes: key.scopes });
         }
+        let introspection = match self.introspection {
+            None => None,
+            Some(entry) => {
+                // Answers are taken as the one trusted issuer's.
+                if self.authorization_servers.len() != 1 {
+                    return Err("introspection needs exactly one authorization server".into());
+                }
+                if let Some(endpoint) = &entry.endpoint {
+                    check_url("introspection.endpoint", endpoint)?;
+                }
+                if entry.client_id.is_empty() {
+                    return Err("introspection.client_id is empty".into());
+                }
+                Some(IntrospectionConfig {
+                    endpoint: entry.endpoint,
+                    client_id: entry.client_id,
+                    client_secret: entry.client_secret.relative_to(base_dir),
+                    cache_s: entry.cache_s.unwrap_or(DEFAULT_INTROSPECTION_CACHE_S).min(MAX_INTROSPECTION_CACHE_S),
+                })
+            }
+        };
         Ok(AuthConfig {
             resource,
             authorization_servers: self.authorization_servers,
@@ -151,6 +206,7 @@ impl AuthEntry {
             leeway_s: self.leeway_s.unwrap_or(DEFAULT_LEEWAY_S).min(600),
             require_at_jwt: self.require_at_jwt,
             api_keys,
+            introspection,
         })
     }
 }
@@ -160,7 +216,7 @@ mod tests {
     use super::*;
 
     fn auth(text: &str) -> Result<AuthConfig, String> {
-        toml::from_str::<AuthEntry>(text).map_err(|e| e.to_string())?.check()
+        toml::from_str::<AuthEntry>(text).map_err(|e| e.to_string())?.check(Path::new("/etc/capsule"))
     }
 
     #[test]
@@ -177,6 +233,26 @@ mod tests {
         assert_eq!(config.leeway_s, 30);
         let local = auth("resource = \"http://127.0.0.1:3000/mcp\"\nauthorization_servers = [\"http://localhost:9\"]");
         assert!(local.is_ok(), "{local:?}");
+    }
+
+    #[test]
+    fn introspection_names_its_secret_without_reading_it() {
+        let base = "resource = \"https://mcp.example/mcp\"\nauthorization_servers = [\"https://login.example\"]\n";
+        let config = auth(&format!(
+            "{base}[introspection]\nclient_id = \"capsule\"\nclient_secret = {{ file = \"secrets/introspect\" }}\ncache_s = 9999"
+        ))
+        .unwrap();
+        let introspection = config.introspection.unwrap();
+        assert_eq!(introspection.client_secret, SecretSource::File { file: "/etc/capsule/secrets/introspect".into() });
+        assert_eq!((introspection.endpoint, introspection.cache_s), (None, 300));
+        let two = "resource = \"https://mcp.example/mcp\"\nauthorization_servers = [\"https://a.example\", \"https://b.example\"]\n";
+        let error =
+            auth(&format!("{two}[introspection]\nclient_id = \"c\"\nclient_secret = {{ env = \"S\" }}")).unwrap_err();
+        assert!(error.contains("exactly one"), "{error}");
+        let plain = format!(
+            "{base}[introspection]\nendpoint = \"http://login.example/introspect\"\nclient_id = \"c\"\nclient_secret = {{ env = \"S\" }}"
+        );
+        assert!(auth(&plain).unwrap_err().contains("https"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use thiserror::Error;
 use super::auth::AuthEntry;
 use super::tenants::{TenantEntry, TenantFile};
 use super::{
-    AuthConfig, DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, Secret,
+    AuthConfig, DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, SecretSource,
 };
 
 /// Why a policy file cannot be used. The server refuses to start with one (and a reload
@@ -84,13 +84,6 @@ struct DirEntry {
     #[serde(default)]
     write: bool,
     guest: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum SecretSource {
-    Env { env: String },
-    File { file: PathBuf },
 }
 
 /// The policy in force: grants and limits for every plugin, by name.
@@ -205,9 +198,10 @@ impl PolicyFile {
         let quotas = Quotas::default()
             .with(&file.quotas)
             .map_err(|message| PolicyError::Quotas { path: path.into(), message })?;
+        let base_dir = path.parent().unwrap_or(Path::new("."));
         let auth = file
             .auth
-            .map(AuthEntry::check)
+            .map(|auth| auth.check(base_dir))
             .transpose()
             .map_err(|message| PolicyError::Auth { path: path.into(), message })?;
         if !file.tenants.is_empty()
@@ -221,7 +215,6 @@ impl PolicyFile {
                     .into(),
             });
         }
-        let base_dir = path.parent().unwrap_or(Path::new("."));
         let mut tenants = Vec::with_capacity(file.tenants.len());
         for (id, entry) in file.tenants {
             tenants.push(entry.check(&id, path, base_dir, (defaults, quotas), file.needs_beyond_grants)?);
@@ -346,14 +339,7 @@ impl PluginEntry {
         if let Some(name) = self.env.keys().find(|name| self.secrets.contains_key(*name)) {
             return Err(format!("{name} is both an env value and a secret"));
         }
-        let secrets = self
-            .secrets
-            .into_iter()
-            .map(|(name, source)| match source {
-                SecretSource::File { file } => (name, SecretSource::File { file: base_dir.join(file) }),
-                env => (name, env),
-            })
-            .collect();
+        let secrets = self.secrets.into_iter().map(|(name, source)| (name, source.relative_to(base_dir))).collect();
         let limits = defaults.with(&self.limits).map_err(|e| format!("limits: {e}"))?;
         Ok(PluginGrants { dirs, roots: self.roots, network, tcp, env: self.env, secrets, limits })
     }
@@ -379,16 +365,8 @@ impl PluginGrants {
         }
         let mut secrets = Vec::with_capacity(self.secrets.len());
         for (name, source) in self.secrets {
-            let value = match source {
-                SecretSource::Env { env } => std::env::var(&env)
-                    .map_err(|_| format!("secret {name}: environment variable {env} is not set (or not UTF-8)"))?,
-                SecretSource::File { file } => {
-                    let text = std::fs::read_to_string(&file)
-                        .map_err(|e| format!("secret {name}: cannot read {}: {e}", file.display()))?;
-                    text.trim_end_matches(['\n', '\r']).to_owned()
-                }
-            };
-            secrets.push((name, Secret(value)));
+            let value = source.read().map_err(|e| format!("secret {name}: {e}"))?;
+            secrets.push((name, value));
         }
         Ok(Grants {
             dirs,

@@ -23,11 +23,11 @@ mod quota;
 mod tenants;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use auth::{ALGORITHMS, ApiKey, AuthConfig};
+pub use auth::{ALGORITHMS, ApiKey, AuthConfig, IntrospectionConfig};
 pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
@@ -71,9 +71,45 @@ pub struct DirGrant {
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     /// The value itself, for the sandbox that receives it.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+/// Where a secret's value comes from, as a policy file names it: an environment variable
+/// (`{ env = "NAME" }`) or a file (`{ file = "path" }`, relative to the policy file, trailing
+/// newline dropped). Read only when the policy is put in force, never while checking it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum SecretSource {
+    Env { env: String },
+    File { file: PathBuf },
+}
+
+impl SecretSource {
+    /// The source with a relative file made relative to `base` (the policy file's directory).
+    fn relative_to(self, base: &Path) -> SecretSource {
+        match self {
+            SecretSource::File { file } => SecretSource::File { file: base.join(file) },
+            env => env,
+        }
+    }
+
+    /// Read the value.
+    pub fn read(&self) -> Result<Secret, String> {
+        match self {
+            SecretSource::Env { env } => std::env::var(env)
+                .map(Secret)
+                .map_err(|_| format!("environment variable {env} is not set (or not UTF-8)")),
+            SecretSource::File { file } => std::fs::read_to_string(file)
+                .map(|text| Secret(text.trim_end_matches(['\n', '\r']).to_owned()))
+                .map_err(|e| format!("cannot read {}: {e}", file.display())),
+        }
     }
 }
 

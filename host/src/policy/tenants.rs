@@ -102,7 +102,8 @@ impl TenantEntry {
                 })?),
                 None => None,
             };
-        let auth = self.auth.map(AuthEntry::check).transpose().map_err(|e| failed(format!("[auth]: {e}")))?;
+        let auth =
+            self.auth.map(|auth| auth.check(base_dir)).transpose().map_err(|e| failed(format!("[auth]: {e}")))?;
         let defaults = defaults.with(&self.limits).map_err(|e| failed(format!("[limits]: {e}")))?;
         let quotas = quotas.with(&self.quotas).map_err(|e| failed(format!("[quotas]: {e}")))?;
         let needs = self.needs_beyond_grants.unwrap_or(needs);

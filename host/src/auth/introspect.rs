@@ -1,0 +1,183 @@
+//! RFC 7662 introspection of access tokens that are not JWTs (opaque tokens): the resource
+//! server asks its authorization server, authenticating as its own client, whether a token is
+//! active and what it grants. The answer is held to the same rules as a JWT's claims (issuer,
+//! audience, expiry) and reused for a short while, so a revoked token stops working within
+//! that while and a busy client does not cost an authorization-server round trip per request.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use super::Claims;
+use super::keys::{IssuerKeys, read_json};
+use crate::policy::{IntrospectionConfig, Secret};
+
+/// Introspections in flight at once: a flood of made-up tokens queues here rather than
+/// becoming a flood at the authorization server.
+const IN_FLIGHT: usize = 8;
+
+/// One tenant's introspection client.
+pub struct Introspector {
+    endpoint: Option<String>,
+    /// `client_id:client_secret` for HTTP Basic, each form-encoded (RFC 6749 §2.3.1).
+    credentials: Secret,
+    cache_for: Duration,
+    slots: Semaphore,
+    http: reqwest::Client,
+}
+
+/// An introspection answer (RFC 7662 §2.2): the fields that matter here.
+#[derive(Deserialize)]
+struct Answer {
+    active: bool,
+    iss: Option<String>,
+    aud: Option<Audience>,
+    exp: Option<u64>,
+    nbf: Option<u64>,
+    sub: Option<String>,
+    client_id: Option<String>,
+    scope: Option<String>,
+    token_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    fn contains(&self, resource: &str) -> bool {
+        let same = |aud: &String| aud.trim_end_matches('/') == resource;
+        match self {
+            Audience::One(aud) => same(aud),
+            Audience::Many(list) => list.iter().any(same),
+        }
+    }
+}
+
+impl Introspector {
+    /// Read the client's secret (the only I/O) and make the client.
+    pub fn new(config: &IntrospectionConfig, http: reqwest::Client) -> Result<Introspector, String> {
+        let secret = config.client_secret.read().map_err(|e| format!("introspection.client_secret: {e}"))?;
+        let encode = |text: &str| form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+        let credentials = Secret::new(format!("{}:{}", encode(&config.client_id), encode(secret.expose())));
+        Ok(Introspector {
+            endpoint: config.endpoint.clone(),
+            credentials,
+            cache_for: Duration::from_secs(config.cache_s),
+            slots: Semaphore::new(IN_FLIGHT),
+            http,
+        })
+    }
+
+    /// Ask `issuer` about `token`, and check the answer as a JWT's claims would be checked:
+    /// the claims, and how long they may be reused.
+    pub async fn introspect(
+        &self,
+        token: &str,
+        issuer: &IssuerKeys,
+        resource: &str,
+        leeway: u64,
+    ) -> Result<(Claims, Duration), String> {
+        let endpoint = match &self.endpoint {
+            Some(endpoint) => endpoint.as_str(),
+            None => issuer.introspection_endpoint().await.map_err(|e| e.to_string())?,
+        };
+        let answer: Answer = {
+            let _slot = self.slots.acquire().await.map_err(|_| "introspection is shut down".to_owned())?;
+            use base64::Engine as _;
+            let basic = base64::engine::general_purpose::STANDARD.encode(self.credentials.expose());
+            let response = self
+                .http
+                .post(endpoint)
+                .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+                .header(http::header::ACCEPT, "application/json")
+                .form(&[("token", token), ("token_type_hint", "access_token")])
+                .send()
+                .await
+                .map_err(|e| format!("the authorization server could not be asked: {endpoint}: {e}"))?;
+            read_json(endpoint, response)
+                .await
+                .map_err(|e| format!("the authorization server could not be asked: {e}"))?
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        check(&answer, issuer.issuer(), resource, leeway, now)?;
+        let until = answer.exp.unwrap_or(u64::MAX).min(now.saturating_add(self.cache_for.as_secs()));
+        let claims = Claims {
+            iss: issuer.issuer().to_owned(),
+            exp: until,
+            sub: answer.sub,
+            client_id: answer.client_id,
+            scope: answer.scope,
+            scp: None,
+        };
+        Ok((claims, Duration::from_secs(until - now)))
+    }
+}
+
+/// Whether an answer vouches for the token here and now.
+fn check(answer: &Answer, issuer: &str, resource: &str, leeway: u64, now: u64) -> Result<(), String> {
+    if !answer.active {
+        return Err("the token is not active (expired, revoked or unknown)".into());
+    }
+    if answer.iss.as_deref().is_some_and(|iss| iss.trim_end_matches('/') != issuer.trim_end_matches('/')) {
+        return Err("the token's issuer is not trusted here".into());
+    }
+    // An answer that names no audience does not say the token is for us: refused, so a token
+    // minted for another service cannot be replayed here (RFC 8707).
+    if !answer.aud.as_ref().is_some_and(|aud| aud.contains(resource)) {
+        return Err("the token was not issued for this resource".into());
+    }
+    if answer.exp.is_some_and(|exp| exp.saturating_add(leeway) <= now) {
+        return Err("the token has expired".into());
+    }
+    if answer.nbf.is_some_and(|nbf| nbf > now.saturating_add(leeway)) {
+        return Err("the token is not valid yet".into());
+    }
+    if answer.token_type.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("bearer") && t != "access_token") {
+        return Err("the token is not an access token".into());
+    }
+    if answer.sub.is_none() && answer.client_id.is_none() {
+        return Err("the token names no subject".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(json: &str) -> Answer {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn answers_are_held_to_issuer_audience_time_and_type() {
+        let check = |json: &str| check(&answer(json), "https://login.example", "https://mcp.example/mcp", 5, 1000);
+        let good = r#"{"active": true, "iss": "https://login.example/", "aud": ["x", "https://mcp.example/mcp"],
+            "exp": 2000, "sub": "carol", "scope": "plugins", "token_type": "Bearer"}"#;
+        assert_eq!(check(good), Ok(()));
+        for (json, why) in [
+            (r#"{"active": false}"#, "not active"),
+            (
+                r#"{"active": true, "iss": "https://evil.example", "aud": "https://mcp.example/mcp", "sub": "a"}"#,
+                "issuer",
+            ),
+            (r#"{"active": true, "aud": "https://other.example/mcp", "sub": "a"}"#, "not issued for this resource"),
+            (r#"{"active": true, "sub": "a"}"#, "not issued for this resource"),
+            (r#"{"active": true, "aud": "https://mcp.example/mcp", "sub": "a", "exp": 995}"#, "expired"),
+            (r#"{"active": true, "aud": "https://mcp.example/mcp", "sub": "a", "nbf": 1006}"#, "not valid yet"),
+            (
+                r#"{"active": true, "aud": "https://mcp.example/mcp", "sub": "a", "token_type": "refresh_token"}"#,
+                "not an access token",
+            ),
+            (r#"{"active": true, "aud": "https://mcp.example/mcp"}"#, "no subject"),
+        ] {
+            let error = check(json).unwrap_err();
+            assert!(error.contains(why), "{json}: {error}");
+        }
+    }
+}
