@@ -40,6 +40,9 @@ pub struct Report {
     pub needs: Option<String>,
     pub grants: GrantsReport,
     pub needs_beyond_grants: Vec<String>,
+    /// Granted directories and secrets this machine does not have: `serve` would not start
+    /// here until they exist (the check goes on without them).
+    pub not_on_this_machine: Vec<String>,
     /// What it offers, when its lists could be read.
     pub offers: Option<Offers>,
     pub verdict: Verdict,
@@ -122,7 +125,7 @@ impl GrantsReport {
 
 /// Check `path` under `policy`. `Err` only when the check itself cannot run (the file cannot
 /// be read, the engine cannot start); a plugin `serve` would refuse is a `Refused` report.
-pub async fn check(path: &Path, policy: &Policy) -> Result<Report> {
+pub async fn check(path: &Path, policy: &Policy, not_on_this_machine: Vec<String>) -> Result<Report> {
     let bytes: Arc<[u8]> = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?.into();
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let grants = policy.grants(&name);
@@ -136,6 +139,7 @@ pub async fn check(path: &Path, policy: &Policy) -> Result<Report> {
         needs: None,
         grants: GrantsReport::of(&grants, policy),
         needs_beyond_grants: Vec::new(),
+        not_on_this_machine,
         offers: None,
         verdict: Verdict::Refused,
         reason: None,
@@ -152,7 +156,7 @@ pub async fn check(path: &Path, policy: &Policy) -> Result<Report> {
     report.imports = inspection.imports.into_iter().map(|name| Import { sandbox: import_note(&name), name }).collect();
     report.needs = inspection.needs.as_ref().map(ToString::to_string);
     report.needs_beyond_grants = inspection.needs.as_ref().map(|n| n.beyond(&grants)).unwrap_or_default();
-    match admit(&runtime, policy, &name, bytes).await {
+    match admit(&runtime, &policy.present(), &name, bytes).await {
         Ok((offered, _)) => {
             let plugin = offered.plugin();
             let m = plugin.manifest();
@@ -163,8 +167,8 @@ pub async fn check(path: &Path, policy: &Policy) -> Result<Report> {
                 prompts: m.prompts.iter().map(|p| p.name.clone()).collect(),
                 completion: m.completion,
             });
-            report.verdict =
-                if report.needs_beyond_grants.is_empty() { Verdict::Loads } else { Verdict::LoadsWithWarnings };
+            let clean = report.needs_beyond_grants.is_empty() && report.not_on_this_machine.is_empty();
+            report.verdict = if clean { Verdict::Loads } else { Verdict::LoadsWithWarnings };
         }
         Err(reason) => report.reason = Some(reason),
     }
@@ -236,6 +240,12 @@ impl Report {
         if !self.needs_beyond_grants.is_empty() {
             let _ = writeln!(out, "\nneeds beyond the grants:");
             for line in &self.needs_beyond_grants {
+                let _ = writeln!(out, "  - {line}");
+            }
+        }
+        if !self.not_on_this_machine.is_empty() {
+            let _ = writeln!(out, "\nnot on this machine (serve needs them; checked without):");
+            for line in &self.not_on_this_machine {
                 let _ = writeln!(out, "  - {line}");
             }
         }

@@ -262,8 +262,8 @@ async fn check(args: CheckArgs) -> ExitCode {
     let report = async {
         let flags = LimitOverrides::default();
         let config = TenantsConfig { policy: args.config, dir: args.tenants, ..TenantsConfig::default() };
-        let policy = Configuration::read(&config)?.policy_of(args.tenant.as_deref(), &flags)?;
-        crate::check::check(&args.plugin, &policy).await
+        let (policy, unavailable) = Configuration::read(&config)?.policy_of(args.tenant.as_deref(), &flags)?;
+        crate::check::check(&args.plugin, &policy, unavailable).await
     };
     match report.await {
         Ok(report) => {

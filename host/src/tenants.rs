@@ -133,9 +133,13 @@ impl Configuration {
         Ok(self.0.iter().filter_map(|s| s.policy.as_ref()).map(PolicyFile::max_memory).fold(base, usize::max))
     }
 
-    /// The policy of one tenant, resolved against this machine: the one named, or the only
-    /// one (the default tenant when none are configured).
-    pub fn policy_of(self, tenant: Option<&str>, flags: &LimitOverrides) -> Result<Policy, TenantsError> {
+    /// The policy of one tenant, resolved as far as this machine allows (with what it lacks):
+    /// the one named, or the only one (the default tenant when none are configured).
+    pub fn policy_of(
+        self,
+        tenant: Option<&str>,
+        flags: &LimitOverrides,
+    ) -> Result<(Policy, Vec<String>), TenantsError> {
         let Configuration(mut specs) = self;
         let at = match tenant {
             Some(id) => specs.iter().position(|s| s.id == id).ok_or_else(|| TenantsError::Unknown(id.into()))?,
@@ -145,7 +149,10 @@ impl Configuration {
                 return Err(TenantsError::Ambiguous(ids.join(", ")));
             }
         };
-        Ok(resolve(specs.swap_remove(at).policy, flags)?)
+        Ok(match specs.swap_remove(at).policy {
+            Some(file) => file.resolve_here()?,
+            None => (Policy::empty(flags)?, Vec::new()),
+        })
     }
 }
 

@@ -267,6 +267,20 @@ fn check_judges_a_plugin_by_the_tenant_it_names() {
     };
     assert_eq!(limits(&check(Some("globex")))["cpu_ms"], 250);
     assert_eq!(limits(&check(Some("acme")))["cpu_ms"], 5000);
+    // A policy is checked on a machine that lacks its directories and secrets: they are
+    // reported, and the plugin is judged without them.
+    let text = std::fs::read_to_string(&policy).unwrap()
+        + "[tenants.acme.plugins.calc]\ndirs = [{ path = \"/nonexistent/acme-docs\", guest = \"/docs\" }]\n\
+           secrets = { KEY = { env = \"CAPSULE_TEST_SURELY_UNSET\" } }\n";
+    std::fs::write(&policy, text).unwrap();
+    let output = check(Some("acme"));
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verdict"], "loads-with-warnings", "{report}");
+    assert_eq!(report["grants"]["dirs"][0]["guest"], "/docs", "{report}");
+    let missing = report["not_on_this_machine"].as_array().unwrap();
+    assert!(missing.len() == 2 && missing[0].as_str().unwrap().contains("/nonexistent/acme-docs"), "{report}");
+    assert!(report["offers"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{report}");
     for (tenant, expected) in [(None, "name one with --tenant"), (Some("initech"), "no tenant initech")] {
         let output = check(tenant);
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -17,7 +17,8 @@ use thiserror::Error;
 use super::auth::AuthEntry;
 use super::tenants::{TenantEntry, TenantFile};
 use super::{
-    AuthConfig, DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, SecretSource,
+    AuthConfig, DirGrant, Grants, HostRule, LimitOverrides, Limits, NeedsMode, QuotaOverrides, Quotas, Secret,
+    SecretSource,
 };
 
 /// Why a policy file cannot be used. The server refuses to start with one (and a reload
@@ -128,6 +129,20 @@ impl Policy {
     /// The file this policy came from, if any.
     pub fn source(&self) -> Option<&Path> {
         self.source.as_deref()
+    }
+
+    /// The policy with only the granted directories that exist here, for running plugins
+    /// under a policy from [`PolicyFile::resolve_here`].
+    pub fn present(&self) -> Policy {
+        let mut policy = self.clone();
+        for grants in policy.plugins.values_mut() {
+            if grants.dirs.iter().any(|d| !d.path.is_dir()) {
+                let mut kept = (**grants).clone();
+                kept.dirs.retain(|d| d.path.is_dir());
+                *grants = Arc::new(kept);
+            }
+        }
+        policy
     }
 
     /// What `plugin` is granted: its entry, or nothing but the default limits.
@@ -290,9 +305,23 @@ impl PolicyFile {
     /// Resolve the file against this machine: directories made canonical (they must exist),
     /// secrets read. A file's tenants are resolved on their own ([`TenantFile`]).
     pub fn resolve(self) -> Result<Policy, PolicyError> {
+        self.resolve_with(None)
+    }
+
+    /// Resolve as far as this machine allows, to describe the policy elsewhere than where it
+    /// will serve (`capsule check`): a directory that is not here stays as written (run a
+    /// plugin under [`Policy::present`]) and a secret that cannot be read is granted empty,
+    /// each said in the list returned.
+    pub fn resolve_here(self) -> Result<(Policy, Vec<String>), PolicyError> {
+        let mut unavailable = Vec::new();
+        let policy = self.resolve_with(Some(&mut unavailable))?;
+        Ok((policy, unavailable))
+    }
+
+    fn resolve_with(self, mut unavailable: Option<&mut Vec<String>>) -> Result<Policy, PolicyError> {
         let mut plugins = BTreeMap::new();
         for (name, grants) in self.plugins {
-            let grants = grants.resolve().map_err(|message| PolicyError::Plugin {
+            let grants = grants.resolve(&name, unavailable.as_deref_mut()).map_err(|message| PolicyError::Plugin {
                 path: self.path.clone(),
                 plugin: name.clone(),
                 message,
@@ -346,14 +375,26 @@ impl PluginEntry {
 }
 
 impl PluginGrants {
-    fn resolve(self) -> Result<Grants, String> {
+    /// Resolve `plugin`'s grants. With `unavailable`, what this machine lacks is noted there
+    /// rather than failing (see [`PolicyFile::resolve_here`]).
+    fn resolve(self, plugin: &str, mut unavailable: Option<&mut Vec<String>>) -> Result<Grants, String> {
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for dir in self.dirs {
-            let path =
-                std::fs::canonicalize(&dir.path).map_err(|e| format!("directory {}: {e}", dir.path.display()))?;
-            if !path.is_dir() {
-                return Err(format!("{} is not a directory", path.display()));
-            }
+            let found = std::fs::canonicalize(&dir.path)
+                .map_err(|e| format!("directory {}: {e}", dir.path.display()))
+                .and_then(|path| match path.is_dir() {
+                    true => Ok(path),
+                    false => Err(format!("{} is not a directory", path.display())),
+                });
+            let path = match (found, unavailable.as_deref_mut()) {
+                (Ok(path), _) => path,
+                // Described as written: see `Policy::present`.
+                (Err(e), Some(unavailable)) => {
+                    unavailable.push(format!("plugin {plugin}: {e}"));
+                    dir.path
+                }
+                (Err(e), None) => return Err(e),
+            };
             let guest = match dir.guest {
                 Some(guest) => guest,
                 None => path
@@ -365,7 +406,14 @@ impl PluginGrants {
         }
         let mut secrets = Vec::with_capacity(self.secrets.len());
         for (name, source) in self.secrets {
-            let value = source.read().map_err(|e| format!("secret {name}: {e}"))?;
+            let value = match (source.read(), unavailable.as_deref_mut()) {
+                (Ok(value), _) => value,
+                (Err(e), Some(unavailable)) => {
+                    unavailable.push(format!("plugin {plugin}: secret {name}: {e}"));
+                    Secret::new(String::new())
+                }
+                (Err(e), None) => return Err(format!("secret {name}: {e}")),
+            };
             secrets.push((name, value));
         }
         Ok(Grants {
@@ -500,8 +548,15 @@ mod tests {
         let path = Path::new("/elsewhere/capsule.toml");
         let (base, flags) = (Limits::default(), LimitOverrides::default());
         let file = PolicyFile::parse(text, path, base, &flags).expect("no file system needed to check it");
-        let error = file.resolve().unwrap_err().to_string();
+        let error = PolicyFile::parse(text, path, base, &flags).unwrap().resolve().unwrap_err().to_string();
         assert!(error.contains("plugin a") && error.contains("/surely/not/here"), "{error}");
+        // Described on a machine without them: what is missing is said, the rest stands.
+        let (policy, unavailable) = file.resolve_here().unwrap();
+        assert_eq!(policy.grants("a").dirs[0].guest, "/data");
+        assert!(policy.present().grants("a").dirs.is_empty() && policy.grants("b").tcp.len() == 1);
+        assert_eq!(unavailable.len(), 2, "{unavailable:?}");
+        assert!(unavailable[0].contains("plugin a: directory /surely/not/here"), "{unavailable:?}");
+        assert!(unavailable[1].contains("plugin a: secret TOKEN"), "{unavailable:?}");
         // What can be wrong without looking at the machine is found without looking at it.
         let bad_guest = "[plugins.a]\ndirs = [{ path = \"/surely/not/here\", guest = \"data/../x\" }]";
         let error = PolicyFile::parse(bad_guest, path, base, &flags).unwrap_err().to_string();
