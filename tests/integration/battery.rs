@@ -243,3 +243,56 @@ async fn hostile_battery_is_contained_while_others_are_served() {
     let after = attacker.request(900, "tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await;
     assert_eq!(first_text(&after["result"]), "still here");
 }
+
+/// A call that computes for long runs on a thread of its own (see `runtime::offload`): a
+/// cancellation still stops it at its next tick, a 2026-07-28 client that closes its stream
+/// stops it too, and other requests are answered meanwhile. The admin status's live instance
+/// count says when the spin runs and when it is gone.
+#[tokio::test]
+async fn long_computations_stop_when_cancelled() {
+    let dir = scratch_dir("cancel-long");
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.hostile]\nlimits = { cpu_ms = 60000, timeout_ms = 60000 }\n").unwrap();
+    let (hostile, calc) = (plugins().join("testing").join("hostile.wasm"), plugins().join("calc.wasm"));
+    let args = ["--config", policy.to_str().unwrap(), "--plugin", hostile.to_str().unwrap()];
+    let (server, admin) = Admin::serve(&dir, &[&args[..], &["--plugin", calc.to_str().unwrap()]].concat());
+    let live = async || admin.call(reqwest::Method::GET, "/plugins", None).await.1["live_instances"].as_u64();
+    let wait_for = async |wanted: u64, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while live().await != Some(wanted) {
+            assert!(Instant::now() < deadline, "{what}:\n{}", server.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+
+    let spinning = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            session
+                .post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "spin", "arguments": {}}}))
+                .await
+        })
+    };
+    wait_for(1, "the spin never started").await;
+    let sum = session.request(6, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 2}})).await;
+    assert_eq!(first_text(&sum["result"]), "4", "{sum}");
+    session.post(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})).await;
+    wait_for(0, "the cancelled spin went on").await;
+    assert!(tokio::time::timeout(Duration::from_secs(5), spinning).await.is_ok(), "the cancelled POST never ended");
+
+    // A 2026-07-28 request whose client goes away is stopped as well.
+    let modern = Client::new(&server.url);
+    let abandoned = async {
+        let call = modern.modern(1, "tools/call", json!({"name": "spin", "arguments": {}}), json!({}));
+        tokio::select! {
+            _ = call => panic!("spin answered"),
+            () = wait_for(1, "the second spin never started") => {}
+        }
+    };
+    abandoned.await;
+    wait_for(0, "the abandoned spin was not stopped").await;
+    let _ = std::fs::remove_dir_all(dir);
+}

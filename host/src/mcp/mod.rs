@@ -332,18 +332,23 @@ impl CapsuleServer {
         let work = async {
             tokio::select! {
                 result = op.round(plugin, context, roots, events) => result,
-                () = cx.cancelled.cancelled() => Err(CallError::Host("the request was cancelled".into())),
+                () = cx.cancelled.cancelled() => Err(CallError::Cancelled),
             }
         };
         // A client that does not read its notifications cannot hold the call past its
         // wall-clock limit: what is not sent by then is dropped.
+        // The forwarding runs on a task of its own: a long call blocks this one (see
+        // `runtime::offload`). Awaited after the call, it puts every notification before the
+        // response.
         let deadline = tokio::time::Instant::now() + plugin.grants().limits.timeout;
-        let forward = async {
+        let name = plugin.name().to_owned();
+        let forward = tokio::spawn(async move {
             if tokio::time::timeout_at(deadline, forward).await.is_err() {
-                tracing::warn!(plugin = %plugin.name(), "the client did not take the call's notifications in time; the rest are dropped");
+                tracing::warn!(plugin = %name, "the client did not take the call's notifications in time; the rest are dropped");
             }
-        };
-        let (result, ()) = tokio::join!(work, forward);
+        });
+        let result = work.await;
+        let _ = forward.await;
         // The plugin's lists are read again off the call's path, once however often it asked;
         // clients hear of the lists that really changed.
         if !changed.lists().is_empty() {

@@ -73,6 +73,9 @@ pub enum CallError {
     /// One of the tenant's quotas is used up.
     #[error(transparent)]
     Quota(#[from] QuotaExceeded),
+    /// The request was cancelled; the plugin was stopped.
+    #[error("the request was cancelled")]
+    Cancelled,
     /// The plugin does not export the interface this call needs.
     #[error("the plugin does not provide {0}")]
     Unsupported(&'static str),

@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -38,20 +38,27 @@ impl wasmtime::ResourceLimiter for Limiter {
     }
 }
 
-/// The CPU time one call has used: the time its future spent being polled, which is when its
-/// guest code and its host calls run. Waiting (on I/O, on the client, for a worker after a
-/// yield) is not counted; a host call that computes is, so a guest cannot hide its work in
-/// host calls (a loop of large `get-random-bytes`, say).
+/// The CPU time one call has used: the CPU time of the threads that polled its future, while
+/// they polled it, which is when its guest code and its host calls run. Waiting (on I/O, on
+/// the client, for a worker after a yield) is not counted, nor is time the OS gave other
+/// threads mid-poll; a host call that computes is, so a guest cannot hide its work in host
+/// calls (a loop of large `get-random-bytes`, say).
 pub(crate) struct CpuMeter {
     /// The tenant account each poll is charged to as well (a caller's call).
     account: Option<Arc<Account>>,
     /// Whether the account's CPU quota ran out during this call.
     over_quota: AtomicBool,
-    base: Instant,
     /// Nanoseconds of completed polls.
     used: AtomicU64,
-    /// When the poll in progress started (nanoseconds since `base`, plus one); zero when idle.
+    /// The polling thread's CPU clock when the poll in progress started (plus one); zero when
+    /// idle.
     polling_since: AtomicU64,
+}
+
+/// This thread's CPU time, in nanoseconds.
+fn thread_cpu() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(now.tv_sec).unwrap_or_default().saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }
 
 impl CpuMeter {
@@ -59,7 +66,6 @@ impl CpuMeter {
         Arc::new(CpuMeter {
             account,
             over_quota: AtomicBool::new(false),
-            base: Instant::now(),
             used: AtomicU64::new(0),
             polling_since: AtomicU64::new(0),
         })
@@ -70,15 +76,12 @@ impl CpuMeter {
         self.over_quota.load(Ordering::Relaxed)
     }
 
-    fn now(&self) -> u64 {
-        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// CPU time used so far, the poll in progress included.
+    /// CPU time used so far. During a poll, only the polling thread (the epoch callback)
+    /// sees the poll in progress counted.
     pub fn used(&self) -> Duration {
         let running = match self.polling_since.load(Ordering::Relaxed) {
             0 => 0,
-            since => self.now().saturating_sub(since - 1),
+            since => thread_cpu().saturating_sub(since - 1),
         };
         Duration::from_nanos(self.used.load(Ordering::Relaxed).saturating_add(running))
     }
@@ -103,11 +106,11 @@ impl<F: Future> Future for Metered<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let start = this.meter.now();
+        let start = thread_cpu();
         this.meter.polling_since.store(start + 1, Ordering::Relaxed);
         let result = this.future.poll(cx);
         this.meter.polling_since.store(0, Ordering::Relaxed);
-        let spent = this.meter.now().saturating_sub(start);
+        let spent = thread_cpu().saturating_sub(start);
         this.meter.used.fetch_add(spent, Ordering::Relaxed);
         if let Some(account) = &this.meter.account
             && !account.charge(Duration::from_nanos(spent))

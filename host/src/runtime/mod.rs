@@ -11,6 +11,7 @@ mod error;
 mod fs;
 mod limits;
 mod net;
+mod offload;
 mod output;
 mod plugin;
 mod pool;

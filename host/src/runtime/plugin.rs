@@ -1,9 +1,10 @@
 //! A loaded plugin: its linked component, which interfaces it exports, what it provides, and
 //! the calls into it. Every call gets a fresh store and instance, dropped when it returns.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
 use tokio::sync::Semaphore;
@@ -13,6 +14,7 @@ use super::engine::RuntimeInner;
 use super::error::{CallError, LoadError};
 use super::fs::GrantDirs;
 use super::limits::{CpuMeter, MemoryLimitExceeded};
+use super::offload::{Long, Offload};
 use super::output::OutputSize;
 use super::pool::Reservation;
 use super::quota::Account;
@@ -24,6 +26,15 @@ use crate::policy::{ClientRoots, Grants, Needs};
 /// The most a plugin's lists (tools, resources and templates, prompts), each read once at
 /// load, may take: they are held for as long as the plugin is served.
 const MANIFEST_LIMIT: usize = 8 << 20;
+/// One call into a fresh instance. Boxed and `Send`, so that a long call can move to a thread
+/// of its own (see `offload`).
+type CallFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+/// Says that what a call borrows (`'c`) outlives its borrow of the store (`'a`), which a
+/// closure's signature cannot say otherwise.
+type Outlives<'a, 'c> = std::marker::PhantomData<&'a &'c ()>;
+
+/// CPU time after which a call runs on a thread of its own (see `offload`).
+const OFFLOAD_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// What a plugin provides, read once when it loads.
 #[derive(Debug, Clone, Default)]
@@ -238,8 +249,8 @@ impl Plugin {
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
         if let Some(ix) = &self.tools {
             manifest.tools = self
-                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
-                    ix.load(&mut *store, instance)?.call_list(store).await
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
+                    Box::pin(async move { ix.load(&mut *store, instance)?.call_list(store).await })
                 })
                 .await
                 .and_then(|tools| self.within(tools, MANIFEST_LIMIT))
@@ -247,10 +258,12 @@ impl Plugin {
         }
         if let Some(ix) = &self.resources {
             (manifest.resources, manifest.templates) = self
-                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
-                    let guest = ix.load(&mut *store, instance)?;
-                    let resources = guest.call_list(&mut *store).await?;
-                    Ok((resources, guest.call_templates(store).await?))
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
+                    Box::pin(async move {
+                        let guest = ix.load(&mut *store, instance)?;
+                        let resources = guest.call_list(&mut *store).await?;
+                        Ok((resources, guest.call_templates(store).await?))
+                    })
                 })
                 .await
                 .and_then(|lists| self.within(lists, MANIFEST_LIMIT))
@@ -258,8 +271,8 @@ impl Plugin {
         }
         if let Some(ix) = &self.prompts {
             manifest.prompts = self
-                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
-                    ix.load(&mut *store, instance)?.call_list(store).await
+                .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
+                    Box::pin(async move { ix.load(&mut *store, instance)?.call_list(store).await })
                 })
                 .await
                 .and_then(|prompts| self.within(prompts, MANIFEST_LIMIT))
@@ -267,8 +280,8 @@ impl Plugin {
         }
         if let Some(ix) = &self.completion {
             // Type-check the export now rather than on the first completion request.
-            self.run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), async |store, instance| {
-                ix.load(store, instance).map(drop)
+            self.run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
+                Box::pin(async move { ix.load(store, instance).map(drop) })
             })
             .await
             .map_err(listing("completion"))?;
@@ -289,8 +302,10 @@ impl Plugin {
         // The bindings take the `json` alias as `&String`.
         let arguments = arguments.to_owned();
         let outcome = self
-            .run(Charge::Caller, roots, events, async |store, instance| {
-                ix.load(&mut *store, instance)?.call_call(store, name, &arguments, context).await
+            .run(Charge::Caller, roots, events, |store, instance, _| {
+                Box::pin(
+                    async move { ix.load(&mut *store, instance)?.call_call(store, name, &arguments, context).await },
+                )
             })
             .await?;
         self.capped(outcome)
@@ -306,8 +321,8 @@ impl Plugin {
     ) -> Result<Result<types::ReadOutcome, types::Error>, CallError> {
         let ix = self.resources.as_ref().ok_or(CallError::Unsupported("resources"))?;
         let outcome = self
-            .run(Charge::Caller, roots, events, async |store, instance| {
-                ix.load(&mut *store, instance)?.call_read(store, uri, context).await
+            .run(Charge::Caller, roots, events, |store, instance, _| {
+                Box::pin(async move { ix.load(&mut *store, instance)?.call_read(store, uri, context).await })
             })
             .await?;
         self.capped(outcome)
@@ -324,8 +339,8 @@ impl Plugin {
     ) -> Result<Result<types::GetOutcome, types::Error>, CallError> {
         let ix = self.prompts.as_ref().ok_or(CallError::Unsupported("prompts"))?;
         let outcome = self
-            .run(Charge::Caller, roots, events, async |store, instance| {
-                ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await
+            .run(Charge::Caller, roots, events, |store, instance, _| {
+                Box::pin(async move { ix.load(&mut *store, instance)?.call_get(store, name, arguments, context).await })
             })
             .await?;
         self.capped(outcome)
@@ -343,8 +358,10 @@ impl Plugin {
         let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
         // Completion is for typing hints: it sees no directories.
         let outcome = self
-            .run(Charge::Caller, &ClientRoots::none(), events, async |store, instance| {
-                ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
+            .run(Charge::Caller, &ClientRoots::none(), events, |store, instance, _| {
+                Box::pin(async move {
+                    ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
+                })
             })
             .await?;
         self.capped(outcome)
@@ -366,12 +383,12 @@ impl Plugin {
 
     /// Run `call` against a fresh instance in a fresh store, under the plugin's limits, with
     /// the directories its grants and the client's roots allow.
-    async fn run<R>(
+    async fn run<'c, R: Send>(
         &self,
         charge: Charge,
         roots: &ClientRoots,
         events: Events,
-        call: impl AsyncFnOnce(&mut Store<CallState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
+        call: impl for<'a> FnOnce(&'a mut Store<CallState>, &'a Instance, Outlives<'a, 'c>) -> CallFuture<'a, R> + Send + 'c,
     ) -> Result<R, CallError> {
         let limits = self.grants.limits;
         let _slot = self.slots.try_acquire().map_err(|_| CallError::PluginBusy(limits.concurrency))?;
@@ -381,8 +398,8 @@ impl Plugin {
             account.check_cpu()?;
         }
         // Declared before the store so they are released after the store frees the instance.
-        let _instance = account.map(|a| a.instance()).transpose()?;
-        let _lease = self.reservation.lease()?;
+        let instance_held = account.map(|a| a.instance()).transpose()?;
+        let lease = self.reservation.lease()?;
         let config = &self.runtime.config;
         let state = CallState::new(Sandbox {
             plugin: self.name.clone(),
@@ -401,28 +418,43 @@ impl Plugin {
         store.limiter(|state| &mut state.limiter);
         let meter = CpuMeter::new(account.cloned());
         let cpu = limits.cpu;
+        let long = Long::default();
         store.set_epoch_deadline(1);
-        // Yield to the executor on every tick so a computing plugin never starves other
-        // requests, and stop it once it has used its whole CPU budget (host calls included),
-        // or its tenant has used its quota for the window.
-        let charged = meter.clone();
-        store.epoch_deadline_callback(move |_| {
-            Ok(if charged.used() >= cpu || charged.over_quota() {
-                UpdateDeadline::Interrupt
-            } else {
-                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
-            })
+        // On every tick: stop the plugin once it has used its whole CPU budget (host calls
+        // included), its tenant has used its quota for the window, or the request was
+        // cancelled; past a millisecond of CPU, move it off the request workers; and yield, so
+        // that a computing plugin never starves the tasks beside it.
+        let (charged, marked) = (meter.clone(), long.clone());
+        store.epoch_deadline_callback(move |store| {
+            let used = charged.used();
+            if used >= cpu || charged.over_quota() || store.data().is_cancelled() {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            if used >= OFFLOAD_AFTER {
+                marked.mark();
+            }
+            Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
         });
         let work = meter.meter(async {
             let instance = self.pre.instantiate_async(&mut store).await?;
-            call(&mut store, &instance).await
+            call(&mut store, &instance, std::marker::PhantomData).await
         });
-        let result = match tokio::time::timeout(limits.timeout, work).await {
+        let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
+        let result = match outcome {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.classify(error, &meter)),
+            Ok(Err(error)) => Err(self.classify(error, &meter, store.data().is_cancelled())),
             Err(_elapsed) => Err((CallError::WallClock(limits.timeout), None)),
         };
         let stderr = store.data().stderr.text();
+        // The instance is freed before the holds on it are released. A long call may leave
+        // much memory to give back: that too is done off the workers.
+        let release = move || drop((store, lease));
+        if long.is_set() {
+            let _ = tokio::task::spawn_blocking(release).await;
+        } else {
+            release();
+        }
+        drop(instance_held);
         match result {
             Ok(value) => {
                 if let Some(stderr) = stderr {
@@ -445,7 +477,7 @@ impl Plugin {
     }
 
     /// What stopped a call, and the guest's backtrace when there is one.
-    fn classify(&self, error: wasmtime::Error, meter: &CpuMeter) -> (CallError, Option<String>) {
+    fn classify(&self, error: wasmtime::Error, meter: &CpuMeter, cancelled: bool) -> (CallError, Option<String>) {
         if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
             return (CallError::Memory { limit: e.limit, desired: e.desired }, None);
         }
@@ -453,6 +485,7 @@ impl Plugin {
             return (CallError::Busy, None);
         }
         let failure = match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) if cancelled => CallError::Cancelled,
             Some(Trap::Interrupt) if meter.over_quota() => match self.account.check_cpu() {
                 Err(quota) => CallError::Quota(quota),
                 Ok(()) => CallError::Deadline(self.grants.limits.cpu),

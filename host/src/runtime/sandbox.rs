@@ -114,6 +114,11 @@ impl CallState {
         })
     }
 
+    /// Whether the request this call serves was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.events.is_cancelled()
+    }
+
     /// Count one event of `bytes` of text against the call's budgets; false once either is
     /// spent.
     fn take_event(&mut self, bytes: usize) -> bool {

@@ -51,9 +51,16 @@ pub fn batch_element<'a>(item: Result<Message<'a>, Refusal>) -> Result<Message<'
 }
 
 /// Run a batch's elements, at most [`BATCH_PARALLEL`] at a time; the answers keep their order.
-pub async fn run_batch<F: Future>(works: Vec<F>) -> Vec<F::Output> {
+pub async fn run_batch<F>(works: Vec<F>) -> Vec<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     use futures::StreamExt;
-    futures::stream::iter(works).buffered(BATCH_PARALLEL).collect().await
+    // Each on a task of its own: a long plugin call blocks the task it runs in (see
+    // `runtime::offload`), and must not hold up the batch's other requests.
+    let spawned = futures::stream::iter(works).map(tokio::spawn).buffered(BATCH_PARALLEL);
+    spawned.filter_map(|joined| std::future::ready(joined.ok())).collect().await
 }
 
 /// The fields of a message, borrowed from the text it was read from.

@@ -60,6 +60,10 @@ pub struct Tally {
 }
 
 /// `add` at `measured`, one call in flight for `duration`, while `attack` runs if given.
+///
+/// The attackers run on a runtime and OS thread of their own, as clients elsewhere would: on
+/// the measuring runtime, the measured client would wait behind them in its own process's
+/// queue, and that wait is not the server's doing.
 pub async fn bystander(
     (addr, measured): (SocketAddr, &'static str),
     duration: Duration,
@@ -67,34 +71,73 @@ pub async fn bystander(
     tally: &Arc<Tally>,
 ) -> anyhow::Result<Sample> {
     let stop = Arc::new(AtomicBool::new(false));
-    let mut attackers = Vec::new();
-    if let Some(attack) = attack {
-        for offset in 0..attack.clients {
-            let mut prober = Prober::open_at(addr, attack.path).await?;
-            let (stop, tally, calls) = (stop.clone(), tally.clone(), attack.calls.clone());
-            let mut next = offset * calls.len() / attack.clients;
-            attackers.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let (tool, arguments) = &calls[next % calls.len()];
-                    next += 1;
-                    tally.made.fetch_add(1, Ordering::Relaxed);
-                    match prober.result(tool, arguments.clone()).await {
-                        None => tally.uncontained.fetch_add(1, Ordering::Relaxed),
-                        Some(result) if result["content"][0]["text"].to_string().contains("quota") => {
-                            tally.refused.fetch_add(1, Ordering::Relaxed)
-                        }
-                        Some(_) => 0,
-                    };
-                }
-            }));
+    let attackers = match attack {
+        Some(attack) => {
+            let (path, clients, calls) = (attack.path, attack.clients, attack.calls.clone());
+            let (stop, tally) = (stop.clone(), tally.clone());
+            let (started, ready) = tokio::sync::oneshot::channel();
+            let thread = std::thread::Builder::new().name("attackers".into()).spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                runtime.block_on(attackers((addr, path), clients, calls, (stop, tally), started))
+            })?;
+            ready.await??;
+            // Let the attacks get going before measuring.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Some(thread)
         }
-        // Let the attacks get going before measuring.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        None => None,
+    };
     let sample = load::http_at((addr, measured, None), Mode::Stateless, 1, duration).await;
     stop.store(true, Ordering::Relaxed);
-    for attacker in attackers {
-        attacker.await?;
+    if let Some(thread) = attackers {
+        tokio::task::spawn_blocking(move || thread.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("the attackers' thread panicked"))??;
     }
     sample
+}
+
+/// `clients` connections to `path` cycling through `calls` until `stop`; `started` says
+/// when they are connected.
+async fn attackers(
+    (addr, path): (SocketAddr, &'static str),
+    clients: usize,
+    calls: Vec<(&'static str, Value)>,
+    (stop, tally): (Arc<AtomicBool>, Arc<Tally>),
+    started: tokio::sync::oneshot::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let mut probers = Vec::new();
+    for _ in 0..clients {
+        match Prober::open_at(addr, path).await {
+            Ok(prober) => probers.push(prober),
+            Err(e) => {
+                let _ = started.send(Err(anyhow::anyhow!("an attacker could not connect: {e}")));
+                return Ok(());
+            }
+        }
+    }
+    let _ = started.send(Ok(()));
+    let mut running = Vec::new();
+    for (offset, mut prober) in probers.into_iter().enumerate() {
+        let (stop, tally, calls) = (stop.clone(), tally.clone(), calls.clone());
+        let mut next = offset * calls.len() / clients;
+        running.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let (tool, arguments) = &calls[next % calls.len()];
+                next += 1;
+                tally.made.fetch_add(1, Ordering::Relaxed);
+                match prober.result(tool, arguments.clone()).await {
+                    None => tally.uncontained.fetch_add(1, Ordering::Relaxed),
+                    Some(result) if result["content"][0]["text"].to_string().contains("quota") => {
+                        tally.refused.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Some(_) => 0,
+                };
+            }
+        }));
+    }
+    for task in running {
+        task.await?;
+    }
+    Ok(())
 }

@@ -15,6 +15,7 @@ use futures::Stream;
 use rmcp::ErrorData;
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::super::jsonrpc;
 use super::super::pending::Pending;
@@ -70,11 +71,15 @@ pub fn link(asks: Option<Arc<Pending>>) -> (Arc<dyn ClientLink>, mpsc::Receiver<
 }
 
 /// Run `work` and answer: JSON if it finishes before anything is sent, else SSE.
-pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>) -> Response
+/// The work runs on a task of its own, so that a plugin call moved to its own thread (see
+/// `runtime::offload`) does not hold up the stream its notifications travel on. If the
+/// response is dropped first (the client went away), the task is aborted and `stop`, if
+/// given, cancelled, which stops a plugin call at its next tick.
+pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>, stop: Option<CancellationToken>) -> Response
 where
     W: Future<Output = Answer> + Send + 'static,
 {
-    let mut work = Box::pin(work);
+    let mut work = Box::pin(Spawned { task: tokio::spawn(work), stop });
     tokio::select! {
         biased;
         Some(first) = notes.recv() => {
@@ -94,6 +99,35 @@ where
             }
             _ => json(answer.status, jsonrpc::array(&answer.messages)),
         },
+    }
+}
+
+/// A POST's work on its own task; dropping it stops the work.
+struct Spawned {
+    task: tokio::task::JoinHandle<Answer>,
+    stop: Option<CancellationToken>,
+}
+
+impl Future for Spawned {
+    type Output = Answer;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        Pin::new(&mut self.task).poll(cx).map(|joined| {
+            joined.unwrap_or_else(|e| {
+                tracing::error!("a request's task failed: {e}");
+                let error = ErrorData::internal_error("the request failed inside the server", None);
+                Answer::one(StatusCode::INTERNAL_SERVER_ERROR, jsonrpc::error(None, &error))
+            })
+        })
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(stop) = &self.stop {
+            stop.cancel();
+        }
     }
 }
 

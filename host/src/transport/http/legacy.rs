@@ -214,7 +214,7 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Respons
                 let (message, needed) = written.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
                 exchange::refused_for_scope(Answer::one(StatusCode::OK, message), needed, auth.as_deref())
             };
-            exchange::respond(work, notes).await
+            exchange::respond(work, notes, None).await
         }
     }
 }
@@ -253,7 +253,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
         let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().map(|w| w.message).collect();
         Answer { status: StatusCode::OK, challenge: None, messages, batch: true }
     };
-    exchange::respond(work, notes).await
+    exchange::respond(work, notes, None).await
 }
 
 /// GET: the session's stream of what belongs to no request.

@@ -54,11 +54,13 @@ pub async fn serve(
     // Notifications change nothing for a request that has no session.
     let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
     let (link, notes) = exchange::link(None);
+    // A client that closes the stream cancels the request.
+    let cancelled = shutdown.child_token();
     let front = Front {
         origin: Origin::http(None, caller.clone()),
         id,
         link,
-        cancelled: shutdown.child_token(),
+        cancelled: cancelled.clone(),
         declared: Some(declared.into()),
     };
     let (server, method, params) = (server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
@@ -73,7 +75,7 @@ pub async fn serve(
             }
         }
     };
-    exchange::respond(work, notes).await
+    exchange::respond(work, notes, Some(cancelled)).await
 }
 
 /// The HTTP status of a 2026-07-28 error answered as JSON.

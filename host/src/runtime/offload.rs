@@ -1,0 +1,84 @@
+//! Long guest computations off the request workers.
+//!
+//! A call starts on the worker that took its request: that is cheapest, and most calls are
+//! over in well under a millisecond. A call that computes for a whole epoch tick is marked
+//! long, and the rest of it runs on a thread of its own from tokio's blocking pool. There the
+//! OS shares the cores between it and everything else, as it would a busy process, instead
+//! of the call sharing a worker tick by tick with the requests queued behind it: one tenant's
+//! long calls then cost the others a share of the CPU, not a wait in a queue.
+//!
+//! While a call runs on its own thread, the task that awaits it is blocked, so what must go on
+//! meanwhile (forwarding the call's notifications, streaming the response) runs in other
+//! tasks, and cancellation reaches the call through its epoch callback.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// The niceness of a long call's thread.
+const LONG_CALL_NICE: i32 = 10;
+
+/// Set once a call has computed for a tick.
+#[derive(Clone, Default)]
+pub(crate) struct Long(Arc<AtomicBool>);
+
+impl Long {
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `future`, moved to a thread of its own once `long` is set.
+    pub(crate) struct Offload<F> {
+        long: Long,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> Offload<F> {
+    pub fn new(long: Long, future: F) -> Self {
+        Offload { long, future }
+    }
+}
+
+impl<F> Future for Offload<F>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        // A current-thread runtime (tests, tools) has no other worker to hand the rest to.
+        if this.long.is_set()
+            && let Ok(handle) = Handle::try_current()
+            && handle.runtime_flavor() == RuntimeFlavor::MultiThread
+        {
+            let future = this.future;
+            return Poll::Ready(tokio::task::block_in_place(move || {
+                std::thread::scope(|scope| {
+                    let thread = std::thread::Builder::new().name("capsule-long-call".into());
+                    let running = thread
+                        .spawn_scoped(scope, || {
+                            // Below the request workers: interactive work first.
+                            let _ = rustix::process::setpriority_process(None, LONG_CALL_NICE);
+                            handle.block_on(future)
+                        })
+                        .expect("spawn a thread for a long call");
+                    running.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+            }));
+        }
+        this.future.poll(cx)
+    }
+}
