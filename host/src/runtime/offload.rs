@@ -1,11 +1,13 @@
 //! Long guest computations off the request workers.
 //!
 //! A call starts on the worker that took its request: that is cheapest, and most calls are
-//! over in well under a millisecond. A call that computes for a whole epoch tick is marked
-//! long, and the rest of it runs on a thread of its own from tokio's blocking pool. There the
-//! OS shares the cores between it and everything else, as it would a busy process, instead
-//! of the call sharing a worker tick by tick with the requests queued behind it: one tenant's
-//! long calls then cost the others a share of the CPU, not a wait in a queue.
+//! over in well under a millisecond. A call that has computed past a threshold is marked long
+//! (by its epoch callback), and the rest of it runs on a thread of its own, at a lower OS
+//! priority than the workers: the worker hands its duties on (`block_in_place`) and waits for
+//! that thread. There the OS shares the cores between the call and everything else, as it
+//! would a busy process, instead of the call sharing a worker tick by tick with the requests
+//! queued behind it: one tenant's long calls then cost the others a share of the CPU, not a
+//! wait in a queue.
 //!
 //! While a call runs on its own thread, the task that awaits it is blocked, so what must go on
 //! meanwhile (forwarding the call's notifications, streaming the response) runs in other
@@ -21,7 +23,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 /// The niceness of a long call's thread.
 const LONG_CALL_NICE: i32 = 10;
 
-/// Set once a call has computed for a tick.
+/// Set once a call has computed long enough to leave the workers.
 #[derive(Clone, Default)]
 pub(crate) struct Long(Arc<AtomicBool>);
 

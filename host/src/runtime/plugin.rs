@@ -397,7 +397,7 @@ impl Plugin {
         if let Some(account) = account {
             account.check_cpu()?;
         }
-        // Declared before the store so they are released after the store frees the instance.
+        // Released after the store frees the instance (below).
         let instance_held = account.map(|a| a.instance()).transpose()?;
         let lease = self.reservation.lease()?;
         let config = &self.runtime.config;
@@ -422,7 +422,7 @@ impl Plugin {
         store.set_epoch_deadline(1);
         // On every tick: stop the plugin once it has used its whole CPU budget (host calls
         // included), its tenant has used its quota for the window, or the request was
-        // cancelled; past a millisecond of CPU, move it off the request workers; and yield, so
+        // cancelled; past `OFFLOAD_AFTER` of CPU, move it off the request workers; and yield, so
         // that a computing plugin never starves the tasks beside it.
         let (charged, marked) = (meter.clone(), long.clone());
         store.epoch_deadline_callback(move |store| {
