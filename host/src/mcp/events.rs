@@ -30,7 +30,10 @@ enum Event {
 /// The [`CallEvents`] of one request.
 pub struct RequestEvents {
     principal: Option<Arc<Principal>>,
-    tx: mpsc::Sender<Event>,
+    plugin: String,
+    /// To the forwarder; `None` when nothing would reach the client (no progress token, no
+    /// log level), and logs go straight to the host's log.
+    tx: Option<mpsc::Sender<Event>>,
     cancelled: CancellationToken,
     changed: Changes,
 }
@@ -75,11 +78,16 @@ impl CallEvents for RequestEvents {
     }
 
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
-        let _ = self.tx.try_send(Event::Log { level, logger, message });
+        match &self.tx {
+            Some(tx) => drop(tx.try_send(Event::Log { level, logger, message })),
+            None => debug_log(&self.plugin, logging_level(level), logger.as_deref(), &message),
+        }
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
-        let _ = self.tx.try_send(Event::Progress { progress, total, message });
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(Event::Progress { progress, total, message });
+        }
     }
 
     fn is_cancelled(&self) -> bool {
@@ -106,18 +114,32 @@ pub struct Route {
     pub log_level: Option<LoggingLevel>,
 }
 
-/// Make the events of one request and the future that forwards them. The future finishes
-/// once every `RequestEvents` clone is dropped, i.e. when the call's store is gone, so awaiting
-/// it after the call puts every notification before the response.
-pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents>, Changes, impl Future<Output = ()>) {
+/// A plugin's log message in the host's log.
+fn debug_log(plugin: &str, level: LoggingLevel, logger: Option<&str>, message: &str) {
+    tracing::debug!(%plugin, ?level, logger = logger.unwrap_or(""), "{message}");
+}
+
+/// Make the events of one request and the future that forwards them, if anything can reach
+/// the client (most requests ask for neither progress nor logs, and need no forwarder). The
+/// future finishes once every `RequestEvents` clone is dropped, i.e. when the call's store is
+/// gone, so awaiting it after the call puts every notification before the response.
+pub fn channel(
+    cancelled: CancellationToken,
+    route: Route,
+) -> (Arc<RequestEvents>, Changes, Option<impl Future<Output = ()> + use<>>) {
+    let (principal, plugin) = (route.principal.clone(), route.plugin.clone());
+    let changed = Changes::default();
+    if route.progress_token.is_none() && route.log_level.is_none() {
+        let events = RequestEvents { principal, plugin, tx: None, cancelled, changed: changed.clone() };
+        return (Arc::new(events), changed, None);
+    }
     let (tx, mut rx) = mpsc::channel(QUEUE);
-    let principal = route.principal.clone();
     let forward = async move {
         while let Some(event) = rx.recv().await {
             match event {
                 Event::Log { level, logger, message } => {
                     let level = logging_level(level);
-                    tracing::debug!(plugin = %route.plugin, ?level, logger = logger.as_deref().unwrap_or(""), "{message}");
+                    debug_log(&route.plugin, level, logger.as_deref(), &message);
                     if route.log_level.is_some_and(|min| rank(level) >= rank(min)) {
                         let mut param = LoggingMessageNotificationParam::new(level, serde_json::Value::String(message));
                         param.logger = logger.or_else(|| Some(route.plugin.clone()));
@@ -135,8 +157,8 @@ pub fn channel(cancelled: CancellationToken, route: Route) -> (Arc<RequestEvents
             }
         }
     };
-    let changed = Changes::default();
-    (Arc::new(RequestEvents { principal, tx, cancelled, changed: changed.clone() }), changed, forward)
+    let events = RequestEvents { principal, plugin, tx: Some(tx), cancelled, changed: changed.clone() };
+    (Arc::new(events), changed, Some(forward))
 }
 
 fn logging_level(level: LogLevel) -> LoggingLevel {

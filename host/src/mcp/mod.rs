@@ -341,14 +341,18 @@ impl CapsuleServer {
         // `runtime::offload`). Awaited after the call, it puts every notification before the
         // response.
         let deadline = tokio::time::Instant::now() + plugin.grants().limits.timeout;
-        let name = plugin.name().to_owned();
-        let forward = tokio::spawn(async move {
-            if tokio::time::timeout_at(deadline, forward).await.is_err() {
-                tracing::warn!(plugin = %name, "the client did not take the call's notifications in time; the rest are dropped");
-            }
+        let forward = forward.map(|forward| {
+            let name = plugin.name().to_owned();
+            tokio::spawn(async move {
+                if tokio::time::timeout_at(deadline, forward).await.is_err() {
+                    tracing::warn!(plugin = %name, "the client did not take the call's notifications in time; the rest are dropped");
+                }
+            })
         });
         let result = work.await;
-        let _ = forward.await;
+        if let Some(forward) = forward {
+            let _ = forward.await;
+        }
         // The plugin's lists are read again off the call's path, once however often it asked;
         // clients hear of the lists that really changed.
         if !changed.lists().is_empty() {
