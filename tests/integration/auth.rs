@@ -118,6 +118,11 @@ fn layout(dir: &Path, port: u16, issuer: &str) -> std::path::PathBuf {
     policy
 }
 
+/// Capsule on `port` (which the policy's resource URIs name) under `policy`.
+fn serve_on(port: u16, policy: &Path) -> Server {
+    Server::http(&["--listen", &format!("127.0.0.1:{port}"), "--config", policy.to_str().unwrap()])
+}
+
 /// A client of `url` presenting `token`.
 fn with_token(url: &str, token: &str) -> Client {
     let mut client = Client::new(url);
@@ -137,8 +142,7 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let dir = scratch_dir("auth-resource-server");
     let port = free_port();
     let policy = layout(&dir, port, &provider.issuer);
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let server = serve_on(port, &policy);
     let (acme_url, globex_url) =
         (format!("http://127.0.0.1:{port}/t/acme/mcp"), format!("http://127.0.0.1:{port}/t/globex/mcp"));
 
@@ -313,8 +317,7 @@ fn official_clients_sign_in_by_authorization_code_and_pkce() {
     let dir = scratch_dir("auth-sdk-clients");
     let port = free_port();
     let policy = layout(&dir, port, &provider.issuer);
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let server = serve_on(port, &policy);
     let url = format!("http://127.0.0.1:{port}/t/acme/mcp");
     let clients = root().join("tests/clients");
     let runs = [
@@ -353,8 +356,7 @@ async fn opaque_tokens_are_introspected_and_revocation_takes_hold() {
         ),
     )
     .unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::http(&["--listen", &listen, "--config", policy.to_str().unwrap()]);
+    let server = serve_on(port, &policy);
     let url = format!("http://127.0.0.1:{port}/t/initech/mcp");
 
     let token = provider.token("alice", &url, "plugins.calc.tools.add").await;

@@ -20,8 +20,9 @@ const IN_FLIGHT: usize = 8;
 /// One tenant's introspection client.
 pub struct Introspector {
     endpoint: Option<String>,
-    /// `client_id:client_secret` for HTTP Basic, each form-encoded (RFC 6749 §2.3.1).
-    credentials: Secret,
+    /// The `Authorization` header: HTTP Basic with the client id and secret, each
+    /// form-encoded first (RFC 6749 §2.3.1).
+    authorization: Secret,
     cache_for: Duration,
     slots: Semaphore,
     http: reqwest::Client,
@@ -63,10 +64,12 @@ impl Introspector {
     pub fn new(config: &IntrospectionConfig, http: reqwest::Client) -> Result<Introspector, String> {
         let secret = config.client_secret.read().map_err(|e| format!("introspection.client_secret: {e}"))?;
         let encode = |text: &str| form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
-        let credentials = Secret::new(format!("{}:{}", encode(&config.client_id), encode(secret.expose())));
+        let credentials = format!("{}:{}", encode(&config.client_id), encode(secret.expose()));
+        use base64::Engine as _;
+        let basic = base64::engine::general_purpose::STANDARD.encode(credentials);
         Ok(Introspector {
             endpoint: config.endpoint.clone(),
-            credentials,
+            authorization: Secret::new(format!("Basic {basic}")),
             cache_for: Duration::from_secs(config.cache_s),
             slots: Semaphore::new(IN_FLIGHT),
             http,
@@ -88,12 +91,10 @@ impl Introspector {
         };
         let answer: Answer = {
             let _slot = self.slots.acquire().await.map_err(|_| "introspection is shut down".to_owned())?;
-            use base64::Engine as _;
-            let basic = base64::engine::general_purpose::STANDARD.encode(self.credentials.expose());
             let response = self
                 .http
                 .post(endpoint)
-                .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+                .header(http::header::AUTHORIZATION, self.authorization.expose())
                 .header(http::header::ACCEPT, "application/json")
                 .form(&[("token", token), ("token_type_hint", "access_token")])
                 .send()

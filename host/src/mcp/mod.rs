@@ -335,11 +335,10 @@ impl CapsuleServer {
                 () = cx.cancelled.cancelled() => Err(CallError::Cancelled),
             }
         };
-        // A client that does not read its notifications cannot hold the call past its
-        // wall-clock limit: what is not sent by then is dropped.
         // The forwarding runs on a task of its own: a long call blocks this one (see
         // `runtime::offload`). Awaited after the call, it puts every notification before the
-        // response.
+        // response. A client that does not read its notifications cannot hold the call past
+        // its wall-clock limit: what is not sent by then is dropped.
         let deadline = tokio::time::Instant::now() + plugin.grants().limits.timeout;
         let forward = forward.map(|forward| {
             let name = plugin.name().to_owned();

@@ -94,7 +94,6 @@ pub struct Policy {
     defaults: Limits,
     needs: NeedsMode,
     quotas: Quotas,
-    auth: Option<AuthConfig>,
     plugins: BTreeMap<String, Arc<Grants>>,
 }
 
@@ -108,7 +107,6 @@ impl Policy {
             defaults,
             needs: NeedsMode::default(),
             quotas: Quotas::default(),
-            auth: None,
             plugins: BTreeMap::new(),
         })
     }
@@ -161,11 +159,6 @@ impl Policy {
     /// The tenant's quotas.
     pub fn quotas(&self) -> Quotas {
         self.quotas
-    }
-
-    /// The tenant's authorization settings, if its endpoint takes tokens.
-    pub fn auth(&self) -> Option<&AuthConfig> {
-        self.auth.as_ref()
     }
 
     /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
@@ -328,14 +321,7 @@ impl PolicyFile {
             })?;
             plugins.insert(name, Arc::new(grants));
         }
-        Ok(Policy {
-            source: Some(self.path),
-            defaults: self.defaults,
-            needs: self.needs,
-            quotas: self.quotas,
-            auth: self.auth,
-            plugins,
-        })
+        Ok(Policy { source: Some(self.path), defaults: self.defaults, needs: self.needs, quotas: self.quotas, plugins })
     }
 }
 

@@ -70,16 +70,22 @@ pub fn link(asks: Option<Arc<Pending>>) -> (Arc<dyn ClientLink>, mpsc::Receiver<
     (Arc::new(PostLink { tx, asks }), rx)
 }
 
+/// What becomes of a POST's work if its response is dropped first (the client went away).
+pub enum OnDrop {
+    /// It goes on: a legacy session's request is cancelled by `notifications/cancelled`.
+    Detach,
+    /// It is aborted and the token cancelled, which stops a plugin call at its next tick.
+    Cancel(CancellationToken),
+}
+
 /// Run `work` and answer: JSON if it finishes before anything is sent, else SSE.
 /// The work runs on a task of its own, so that a plugin call moved to its own thread (see
-/// `runtime::offload`) does not hold up the stream its notifications travel on. If the
-/// response is dropped first (the client went away), the task is aborted and `stop`, if
-/// given, cancelled, which stops a plugin call at its next tick.
-pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>, stop: Option<CancellationToken>) -> Response
+/// `runtime::offload`) does not hold up the stream its notifications travel on.
+pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>, on_drop: OnDrop) -> Response
 where
     W: Future<Output = Answer> + Send + 'static,
 {
-    let mut work = Box::pin(Spawned { task: tokio::spawn(work), stop });
+    let mut work = Box::pin(Spawned { task: tokio::spawn(work), on_drop });
     tokio::select! {
         biased;
         Some(first) = notes.recv() => {
@@ -102,10 +108,10 @@ where
     }
 }
 
-/// A POST's work on its own task; dropping it stops the work.
+/// A POST's work on its own task; dropping it does what `on_drop` says.
 struct Spawned {
     task: tokio::task::JoinHandle<Answer>,
-    stop: Option<CancellationToken>,
+    on_drop: OnDrop,
 }
 
 impl Future for Spawned {
@@ -124,9 +130,9 @@ impl Future for Spawned {
 
 impl Drop for Spawned {
     fn drop(&mut self) {
-        self.task.abort();
-        if let Some(stop) = &self.stop {
-            stop.cancel();
+        if let OnDrop::Cancel(token) = &self.on_drop {
+            self.task.abort();
+            token.cancel();
         }
     }
 }

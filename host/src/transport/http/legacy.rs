@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
-use super::exchange::{self, Answer, json};
+use super::exchange::{self, Answer, OnDrop, json};
 use super::session::{Session, SessionTable};
 use super::text;
 use crate::auth::{Authenticator, Principal};
@@ -207,14 +207,12 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Respons
             StatusCode::ACCEPTED.into_response()
         }
         OneOf::Request(work, notes) => {
-            let task = tokio::spawn(work);
             let auth = auth.cloned();
             let work = async move {
-                let written = task.await.ok().flatten();
-                let (message, needed) = written.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
+                let (message, needed) = work.await.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
                 exchange::refused_for_scope(Answer::one(StatusCode::OK, message), needed, auth.as_deref())
             };
-            exchange::respond(work, notes, None).await
+            exchange::respond(work, notes, OnDrop::Detach).await
         }
     }
 }
@@ -248,12 +246,11 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
         }
     }
     drop(tx);
-    let task = tokio::spawn(jsonrpc::run_batch(works));
     let work = async move {
-        let messages: Vec<Vec<u8>> = task.await.unwrap_or_default().into_iter().flatten().map(|w| w.message).collect();
+        let messages = jsonrpc::run_batch(works).await.into_iter().flatten().map(|w| w.message).collect();
         Answer { status: StatusCode::OK, challenge: None, messages, batch: true }
     };
-    exchange::respond(work, notes, None).await
+    exchange::respond(work, notes, OnDrop::Detach).await
 }
 
 /// GET: the session's stream of what belongs to no request.

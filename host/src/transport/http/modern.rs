@@ -11,7 +11,7 @@ use rmcp::model::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
-use super::exchange::{self, Answer, json};
+use super::exchange::{self, Answer, OnDrop, json};
 use super::headers;
 use super::legacy::Caller;
 use crate::auth::Authenticator;
@@ -75,7 +75,7 @@ pub async fn serve(
             }
         }
     };
-    exchange::respond(work, notes, Some(cancelled)).await
+    exchange::respond(work, notes, OnDrop::Cancel(cancelled)).await
 }
 
 /// The HTTP status of a 2026-07-28 error answered as JSON.
