@@ -25,14 +25,19 @@ struct AuthServer {
 impl AuthServer {
     fn start() -> AuthServer {
         let dir = root().join("tests/auth");
-        if !dir.join("node_modules/oidc-provider").exists() {
-            let installed = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(&dir)
-                .status()
-                .expect("npm (Node.js) is needed for the authorization-server tests");
-            assert!(installed.success(), "npm ci in tests/auth failed");
-        }
+        // Once per process: the auth tests run in parallel, and `npm ci` empties
+        // `node_modules` first, so two at once break each other on a fresh clone.
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            if !dir.join("node_modules/oidc-provider").exists() {
+                let installed = Command::new("npm")
+                    .args(["ci", "--no-audit", "--no-fund"])
+                    .current_dir(&dir)
+                    .status()
+                    .expect("npm (Node.js) is needed for the authorization-server tests");
+                assert!(installed.success(), "npm ci in tests/auth failed");
+            }
+        });
         let mut child = Command::new("node")
             .args(["provider.mjs", "0"])
             .current_dir(&dir)
