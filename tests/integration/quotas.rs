@@ -152,3 +152,50 @@ async fn calls_per_minute_and_sessions_are_counted_per_tenant_and_follow_reloads
     assert_eq!(call(&acme, "add", json!({"a": 1, "b": 1})).await["isError"], false);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_call_waits_for_a_used_up_quota_and_is_refused_only_when_the_wait_ends() {
+    let dir = scratch_dir("quotas-wait");
+    let policy = layout(
+        &dir,
+        &[("patient", "testing/hostile"), ("hasty", "testing/hostile")],
+        "[tenants.patient.quotas]\nconcurrent_calls = 1\ncalls_per_minute = 60\nburst = 3\nwait_ms = 1500\n\
+         [tenants.hasty.quotas]\nconcurrent_calls = 1\nwait_ms = 0\n\
+         [tenants.patient.plugins.hostile]\nlimits = { cpu_ms = 150 }\n\
+         [tenants.hasty.plugins.hostile]\nlimits = { cpu_ms = 150 }\n",
+    );
+    let (server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
+    let base = format!("http://{}", server.authority());
+    let (patient, hasty) = (Client::new(&format!("{base}/t/patient/mcp")), Client::new(&format!("{base}/t/hasty/mcp")));
+
+    // Two spins at once against one slot: the second waits for the first and then runs,
+    // where a tenant that does not wait refuses it.
+    for (client, second_refused) in [(&patient, false), (&hasty, true)] {
+        let both = tokio::join!(call(client, "spin", json!({})), async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            call(client, "spin", json!({})).await
+        });
+        assert!(first_text(&both.0).contains("exceeded its CPU deadline"), "{}", both.0);
+        let refused = first_text(&both.1).contains("already running its quota of 1 concurrent calls");
+        assert_eq!(refused, second_refused, "{}", both.1);
+    }
+
+    // The third token of the burst is the last for a second: the fourth call waits for the
+    // next one (within the wait), and a refusal for a token further off comes no sooner
+    // than the wait's end.
+    for n in 0..3 {
+        assert_eq!(call(&patient, "echo", json!({"text": n.to_string()})).await["isError"], false);
+    }
+    let started = Instant::now();
+    assert_eq!(call(&patient, "echo", json!({"text": "4"})).await["isError"], false);
+    assert!(started.elapsed() >= Duration::from_millis(500), "{:?}", started.elapsed());
+    let text = std::fs::read_to_string(&policy).unwrap().replace("calls_per_minute = 60", "calls_per_minute = 1");
+    std::fs::write(&policy, text).unwrap();
+    let (status, body) = admin.call(reqwest::Method::POST, "/tenants/reload", None).await;
+    assert_eq!(status, 200, "{body}");
+    let started = Instant::now();
+    let refused = call(&patient, "echo", json!({"text": "5"})).await;
+    assert!(first_text(&refused).contains("1 calls per minute to tool echo"), "{refused}");
+    assert!(started.elapsed() >= Duration::from_millis(1500), "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}

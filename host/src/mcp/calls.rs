@@ -53,7 +53,7 @@ impl CapsuleServer {
         };
         authorize(cx, &entry.plugin, Kind::Tools, &params.name)?;
         let failed = |message: String| Ok(Reply::Tool(ToolReply::error(message)));
-        if let Err(quota) = entry.plugin.account().take(cx.caller(), &params.name) {
+        if let Err(quota) = entry.plugin.account().take(cx.caller(), &params.name).await {
             return failed(quota.to_string());
         }
         let text = params.arguments.map_or("{}", RawValue::get);
@@ -242,7 +242,7 @@ impl CapsuleServer {
             value: &params.argument.value,
             context: &context,
         };
-        let _call = plugin.account().call().map_err(|e| call_error(&plugin, e.into()))?;
+        let _call = plugin.account().call().await.map_err(|e| call_error(&plugin, e.into()))?;
         let client = input::plugin_capabilities(cx.client.as_ref());
         let request = wit::RequestContext { client, responses: Vec::new(), state: None };
         let Round::Done(result) =

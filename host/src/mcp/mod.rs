@@ -379,7 +379,7 @@ impl CapsuleServer {
     ) -> Result<Rounds<O::Output>, Failure> {
         // The tenant's concurrent-call quota counts the whole request, its waits on the
         // client between rounds included.
-        let _call = plugin.account().call().map_err(|e| Failure::Call(e.into()))?;
+        let _call = plugin.account().call().await.map_err(|e| Failure::Call(e.into()))?;
         let client = input::plugin_capabilities(cx.client.as_ref());
         let modern = cx.is_modern();
         // The host asks for the client's roots itself when the plugin's directories are

@@ -27,7 +27,7 @@ pub struct RateQuota {
 }
 
 /// A tenant's quotas, checked; `None` is no quota.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quotas {
     /// Requests running plugin code at once (a call, a resource read, a prompt, a
     /// completion), counted from start to end, waits on the client for input included.
@@ -41,6 +41,21 @@ pub struct Quotas {
     /// Live legacy (initialize-based) sessions; the server's `--max-sessions` still bounds
     /// every tenant together.
     pub sessions: Option<u32>,
+    /// How long a call waits for a used-up quota to free before it is refused. A short
+    /// burst is absorbed, and a refusal is never answered sooner: a client hammering a full
+    /// quota gets one answer per wait per connection, not as many as the server can write.
+    pub wait: Duration,
+}
+
+/// How long a call waits for a used-up quota unless the policy says otherwise.
+pub const DEFAULT_WAIT: Duration = Duration::from_millis(100);
+/// The longest wait a policy may set: a waiting call holds its connection.
+const MAX_WAIT_MS: u64 = 10_000;
+
+impl Default for Quotas {
+    fn default() -> Quotas {
+        Quotas { concurrent_calls: None, instances: None, cpu: None, rate: None, sessions: None, wait: DEFAULT_WAIT }
+    }
 }
 
 /// Quotas as written: each one optional, so a tenant's table can override the file's.
@@ -65,6 +80,9 @@ pub struct QuotaOverrides {
     pub burst: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sessions: Option<u32>,
+    /// How long a call waits for a used-up quota, in milliseconds (0: refuse at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// The longest CPU window, a day.
@@ -92,6 +110,7 @@ impl Quotas {
             calls_per_minute: self.rate.map(|r| r.per_minute),
             burst: self.rate.map(|r| r.burst),
             sessions: self.sessions,
+            wait_ms: (self.wait != DEFAULT_WAIT).then(|| u64::try_from(self.wait.as_millis()).unwrap_or(u64::MAX)),
         }
     }
 
@@ -138,6 +157,11 @@ impl Quotas {
             cpu,
             rate,
             sessions: count("sessions", overrides.sessions, MAX_SESSIONS)?.or(self.sessions),
+            wait: match overrides.wait_ms {
+                Some(0) => Duration::ZERO,
+                Some(ms) => Duration::from_millis(in_range("wait_ms", ms, MAX_WAIT_MS)?),
+                None => self.wait,
+            },
         })
     }
 }
@@ -161,6 +185,9 @@ mod tests {
         assert_eq!(q.cpu, Some(CpuQuota { budget: Duration::from_secs(2), window: Duration::from_secs(60) }));
         assert_eq!(q.rate, Some(RateQuota { per_minute: 60, burst: 60 }));
         assert_eq!(q.sessions, Some(10));
+        assert_eq!(q.wait, DEFAULT_WAIT);
+        assert_eq!(quotas("wait_ms = 0").unwrap().wait, Duration::ZERO);
+        assert_eq!(quotas("wait_ms = 2500").unwrap().written().wait_ms, Some(2500));
     }
 
     #[test]
@@ -182,6 +209,7 @@ mod tests {
             ("cpu_ms = 0", "out of range"),
             ("cpu_ms = 86400000\ncpu_window_s = 1", "more than the window"),
             ("sessions = 0", "out of range"),
+            ("wait_ms = 10001", "out of range"),
             ("calls = 3", "unknown field"),
         ] {
             let error = quotas(text).unwrap_err();

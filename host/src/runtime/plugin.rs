@@ -391,14 +391,22 @@ impl Plugin {
         call: impl for<'a> FnOnce(&'a mut Store<CallState>, &'a Instance, Outlives<'a, 'c>) -> CallFuture<'a, R> + Send + 'c,
     ) -> Result<R, CallError> {
         let limits = self.grants.limits;
-        let _slot = self.slots.try_acquire().map_err(|_| CallError::PluginBusy(limits.concurrency))?;
+        // A busy plugin is waited for as long as a used-up quota would be (see `quota`).
+        let _slot = tokio::time::timeout(self.account.wait(), self.slots.acquire())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or(CallError::PluginBusy(limits.concurrency))?;
         // Loading is the operator's doing: it is charged to no caller's quota.
         let account = (charge == Charge::Caller).then_some(&self.account);
-        if let Some(account) = account {
-            account.check_cpu()?;
-        }
         // Released after the store frees the instance (below).
-        let instance_held = account.map(|a| a.instance()).transpose()?;
+        let instance_held = match account {
+            Some(account) => {
+                account.check_cpu().await?;
+                Some(account.instance().await?)
+            }
+            None => None,
+        };
         let lease = self.reservation.lease()?;
         let config = &self.runtime.config;
         let state = CallState::new(Sandbox {
@@ -486,7 +494,7 @@ impl Plugin {
         }
         let failure = match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) if cancelled => CallError::Cancelled,
-            Some(Trap::Interrupt) if meter.over_quota() => match self.account.check_cpu() {
+            Some(Trap::Interrupt) if meter.over_quota() => match self.account.cpu_left() {
                 Err(quota) => CallError::Quota(quota),
                 Ok(()) => CallError::Deadline(self.grants.limits.cpu),
             },

@@ -2,6 +2,11 @@
 //! [`Quotas`]. Every plugin of a tenant charges the same account, and versions of a plugin
 //! that overlap during a hot swap charge it too, so a reload never resets a quota.
 //!
+//! A call that finds a quota used up waits for it up to the tenant's `wait` (a burst is
+//! absorbed), and is refused only when the wait ends: refusals cost the server next to
+//! nothing, but answering them as fast as a client can ask would still hand that client
+//! the request workers its neighbours need.
+//!
 //! The account knows tenants, principals and tool names only as strings: it serves any
 //! front end, and imports nothing from MCP.
 
@@ -12,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use thiserror::Error;
+use tokio::sync::Notify;
 
 use crate::policy::{CpuQuota, Quotas, RateQuota};
 
@@ -72,28 +78,88 @@ impl Bucket {
     }
 }
 
-/// A count of something in use, released when the hold drops.
-pub struct Held<'a>(&'a AtomicU32);
+/// A count of something in use, and a wake-up for calls waiting for it to drop.
+#[derive(Default)]
+struct Gauge {
+    count: AtomicU32,
+    freed: Notify,
+}
 
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+impl Gauge {
+    /// Take one, unless `limit` are already taken.
+    fn try_hold(&self, limit: Option<u32>) -> Result<Held<'_>, u32> {
+        match limit {
+            None => {
+                self.count.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(limit) => {
+                self.count
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1))
+                    .map_err(|_| limit)?;
+            }
+        }
+        Ok(Held(self))
+    }
+
+    /// Take one, waiting up to `wait` for one to be released; the limit is read afresh on
+    /// every try, so a reload that raises it lets waiting calls in.
+    async fn hold(&self, limit: impl Fn() -> Option<u32>, wait: Duration) -> Result<Held<'_>, u32> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the try, so a release between the two is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.try_hold(limit()) {
+                Ok(held) => return Ok(held),
+                Err(limit) => {
+                    if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                        return Err(limit);
+                    }
+                }
+            }
+        }
     }
 }
 
-/// Take one of `counter`, unless `limit` are already taken.
-fn hold(counter: &AtomicU32, limit: Option<u32>) -> Result<Held<'_>, u32> {
-    match limit {
-        None => {
-            counter.fetch_add(1, Ordering::Relaxed);
+/// One of a [`Gauge`] in use, released when the hold drops.
+pub struct Held<'a>(&'a Gauge);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
+        self.0.freed.notify_one();
+    }
+}
+
+/// Try `check` until it passes or `wait` is over, sleeping as long as the refusal says
+/// the quota needs (but not past the wait) between tries.
+async fn waiting<T>(wait: Duration, mut check: impl FnMut() -> Result<T, QuotaExceeded>) -> Result<T, QuotaExceeded> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let refused = match check() {
+            Ok(passed) => return Ok(passed),
+            Err(refused) => refused,
+        };
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Err(refused);
         }
-        Some(limit) => {
-            counter
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1))
-                .map_err(|_| limit)?;
+        // A quota that frees within a millisecond is retried after one, not spun on.
+        let frees_in = refused.frees_in().unwrap_or(wait).max(Duration::from_millis(1));
+        tokio::time::sleep_until(deadline.min(now + frees_in)).await;
+    }
+}
+
+impl QuotaExceeded {
+    /// When the quota frees, if it is a matter of time.
+    fn frees_in(&self) -> Option<Duration> {
+        match self {
+            QuotaExceeded::Cpu { resets_in, .. } => Some(*resets_in),
+            QuotaExceeded::Rate { retry_in, .. } => Some(*retry_in),
+            QuotaExceeded::Calls { .. } | QuotaExceeded::Instances { .. } => None,
         }
     }
-    Ok(Held(counter))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -115,8 +181,8 @@ pub struct Usage {
 pub struct Account {
     tenant: Arc<str>,
     quotas: RwLock<Quotas>,
-    calls: AtomicU32,
-    instances: AtomicU32,
+    calls: Gauge,
+    instances: Gauge,
     /// Whether there is a CPU quota: calls skip the window's lock when there is none.
     metered: AtomicBool,
     cpu: Mutex<CpuWindow>,
@@ -130,8 +196,8 @@ impl Account {
             metered: AtomicBool::new(quotas.cpu.is_some()),
             cpu: Mutex::new(CpuWindow { quota: quotas.cpu, start: Instant::now(), used: Duration::ZERO }),
             quotas: RwLock::new(quotas),
-            calls: AtomicU32::new(0),
-            instances: AtomicU32::new(0),
+            calls: Gauge::default(),
+            instances: Gauge::default(),
             buckets: Mutex::default(),
         })
     }
@@ -156,20 +222,34 @@ impl Account {
         }
     }
 
+    /// How long a call waits for a used-up quota.
+    pub fn wait(&self) -> Duration {
+        self.quotas().wait
+    }
+
     /// Count a request that runs plugin code, for as long as the hold lives.
-    pub fn call(&self) -> Result<Held<'_>, QuotaExceeded> {
-        hold(&self.calls, self.quotas().concurrent_calls)
+    pub async fn call(&self) -> Result<Held<'_>, QuotaExceeded> {
+        self.calls
+            .hold(|| self.quotas().concurrent_calls, self.wait())
+            .await
             .map_err(|limit| QuotaExceeded::Calls { tenant: self.tenant.clone(), limit })
     }
 
     /// Count a plugin instance, for as long as the hold lives.
-    pub fn instance(&self) -> Result<Held<'_>, QuotaExceeded> {
-        hold(&self.instances, self.quotas().instances)
+    pub async fn instance(&self) -> Result<Held<'_>, QuotaExceeded> {
+        self.instances
+            .hold(|| self.quotas().instances, self.wait())
+            .await
             .map_err(|limit| QuotaExceeded::Instances { tenant: self.tenant.clone(), limit })
     }
 
+    /// Wait for the tenant's CPU quota for this window, if it is used up.
+    pub async fn check_cpu(&self) -> Result<(), QuotaExceeded> {
+        waiting(self.wait(), || self.cpu_left()).await
+    }
+
     /// Refuse a call when the tenant's CPU quota for this window is used up.
-    pub fn check_cpu(&self) -> Result<(), QuotaExceeded> {
+    pub fn cpu_left(&self) -> Result<(), QuotaExceeded> {
         if !self.metered.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -200,8 +280,12 @@ impl Account {
         window.used < quota.budget
     }
 
-    /// Take one call of `principal` to `tool` from its token bucket.
-    pub fn take(&self, principal: &str, tool: &str) -> Result<(), QuotaExceeded> {
+    /// Take one call of `principal` to `tool` from its token bucket, waiting for it to refill.
+    pub async fn take(&self, principal: &str, tool: &str) -> Result<(), QuotaExceeded> {
+        waiting(self.wait(), || self.try_take(principal, tool)).await
+    }
+
+    fn try_take(&self, principal: &str, tool: &str) -> Result<(), QuotaExceeded> {
         let Some(rate) = self.quotas().rate else { return Ok(()) };
         let now = Instant::now();
         let mut buckets = lock(&self.buckets);
@@ -245,8 +329,8 @@ impl Account {
             u64::try_from(window.used.as_millis()).unwrap_or(u64::MAX)
         });
         Usage {
-            calls_running: self.calls.load(Ordering::Relaxed),
-            instances_live: self.instances.load(Ordering::Relaxed),
+            calls_running: self.calls.count.load(Ordering::Relaxed),
+            instances_live: self.instances.count.load(Ordering::Relaxed),
             cpu_ms_in_window,
         }
     }
@@ -256,61 +340,122 @@ impl Account {
 mod tests {
     use super::*;
 
+    /// An account whose quotas refuse at once.
     fn account(quotas: Quotas) -> Arc<Account> {
-        Account::new("acme", quotas)
+        Account::new("acme", Quotas { wait: Duration::ZERO, ..quotas })
     }
 
-    #[test]
-    fn holds_count_up_to_the_quota_and_free_on_drop() {
+    #[tokio::test]
+    async fn holds_count_up_to_the_quota_and_free_on_drop() {
         let account = account(Quotas { concurrent_calls: Some(2), instances: Some(1), ..Quotas::default() });
-        let (a, b) = (account.call().unwrap(), account.call().unwrap());
-        let refused = account.call().err().unwrap().to_string();
+        let (a, b) = (account.call().await.unwrap(), account.call().await.unwrap());
+        let refused = account.call().await.err().unwrap().to_string();
         assert!(refused.contains("tenant acme") && refused.contains("2 concurrent calls"), "{refused}");
         drop(a);
-        let _c = account.call().unwrap();
-        let _i = account.instance().unwrap();
-        assert!(matches!(account.instance(), Err(QuotaExceeded::Instances { limit: 1, .. })));
+        let _c = account.call().await.unwrap();
+        let _i = account.instance().await.unwrap();
+        assert!(matches!(account.instance().await, Err(QuotaExceeded::Instances { limit: 1, .. })));
         assert_eq!(account.usage().calls_running, 2);
         drop(b);
         assert_eq!(account.usage().calls_running, 1);
     }
 
-    #[test]
-    fn cpu_is_refused_once_the_window_is_spent_and_resets_after_it() {
+    #[tokio::test]
+    async fn a_call_waits_for_a_slot_and_a_refusal_comes_only_when_the_wait_ends() {
+        let wait = Duration::from_millis(100);
+        let account = Account::new("acme", Quotas { concurrent_calls: Some(1), wait, ..Quotas::default() });
+        let running = account.call().await.unwrap();
+        let started = Instant::now();
+        assert!(matches!(account.call().await, Err(QuotaExceeded::Calls { limit: 1, .. })));
+        assert!(started.elapsed() >= wait, "refused when the wait ended, not sooner");
+
+        // A slot freed during the wait goes to the waiting call.
+        let waiting = {
+            let account = account.clone();
+            tokio::spawn(async move { account.call().await.is_ok() })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(running);
+        assert!(waiting.await.unwrap(), "admitted once the slot was free");
+
+        // A reload that raises the quota lets a waiting call in too.
+        let (_held, other) = (account.call().await.unwrap(), account.clone());
+        let waiting = tokio::spawn(async move { other.call().await.is_ok() });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        account.set(Quotas { concurrent_calls: Some(2), wait, ..Quotas::default() });
+        drop(account.call().await);
+        assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn cpu_is_refused_once_the_window_is_spent_and_resets_after_it() {
         let window = Duration::from_millis(200);
         let account =
             account(Quotas { cpu: Some(CpuQuota { budget: Duration::from_millis(10), window }), ..Quotas::default() });
-        assert!(account.check_cpu().is_ok());
+        assert!(account.check_cpu().await.is_ok());
         assert!(account.charge(Duration::from_millis(6)));
         assert!(!account.charge(Duration::from_millis(6)));
-        let refused = account.check_cpu().unwrap_err();
+        let refused = account.check_cpu().await.unwrap_err();
         let QuotaExceeded::Cpu { resets_in, .. } = &refused else { panic!("{refused}") };
         assert!(*resets_in <= window, "{refused}");
         assert!(refused.to_string().contains("CPU quota of 10ms per 200ms; it resets in"), "{refused}");
         std::thread::sleep(window);
-        assert!(account.check_cpu().is_ok());
+        assert!(account.check_cpu().await.is_ok());
     }
 
-    #[test]
-    fn each_principal_has_its_own_bucket_per_tool() {
+    #[tokio::test]
+    async fn a_call_waits_for_a_cpu_window_that_resets_within_the_wait() {
+        let window = Duration::from_millis(50);
+        let quotas = Quotas {
+            cpu: Some(CpuQuota { budget: Duration::from_millis(10), window }),
+            wait: Duration::from_millis(500),
+            ..Quotas::default()
+        };
+        let account = Account::new("acme", quotas);
+        assert!(!account.charge(Duration::from_millis(20)));
+        let started = Instant::now();
+        account.check_cpu().await.expect("the window reset during the wait");
+        assert!(started.elapsed() < Duration::from_millis(400), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn each_principal_has_its_own_bucket_per_tool() {
         let account = account(Quotas { rate: Some(RateQuota { per_minute: 60, burst: 2 }), ..Quotas::default() });
-        assert!(account.take("alice", "add").is_ok() && account.take("alice", "add").is_ok());
-        let refused = account.take("alice", "add").unwrap_err();
+        assert!(account.take("alice", "add").await.is_ok() && account.take("alice", "add").await.is_ok());
+        let refused = account.take("alice", "add").await.unwrap_err();
         let QuotaExceeded::Rate { retry_in, .. } = &refused else { panic!("{refused}") };
         assert!(*retry_in <= Duration::from_secs(1), "{refused}");
         assert!(refused.to_string().contains("60 calls per minute to tool add"), "{refused}");
-        assert!(account.take("alice", "mul").is_ok());
-        assert!(account.take("bob", "add").is_ok());
-        account.set(Quotas::default());
-        assert!(account.take("alice", "add").is_ok());
+        assert!(account.take("alice", "mul").await.is_ok());
+        assert!(account.take("bob", "add").await.is_ok());
+        account.set(Quotas { wait: Duration::ZERO, ..Quotas::default() });
+        assert!(account.take("alice", "add").await.is_ok());
     }
 
-    #[test]
-    fn idle_principals_are_forgotten() {
+    #[tokio::test]
+    async fn a_token_due_within_the_wait_is_waited_for_and_one_due_later_is_not() {
+        let wait = Duration::from_millis(200);
+        let rate = |per_minute| Quotas { rate: Some(RateQuota { per_minute, burst: 1 }), wait, ..Quotas::default() };
+        // A token every 50 ms.
+        let account = Account::new("acme", rate(1200));
+        account.take("alice", "add").await.unwrap();
+        let started = Instant::now();
+        account.take("alice", "add").await.expect("the next token came within the wait");
+        assert!(started.elapsed() >= Duration::from_millis(40), "{:?}", started.elapsed());
+
+        let slow = Account::new("acme", rate(1));
+        slow.take("alice", "add").await.unwrap();
+        let started = Instant::now();
+        let refused = slow.take("alice", "add").await.unwrap_err();
+        assert!(started.elapsed() >= wait, "{refused} after {:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn idle_principals_are_forgotten() {
         let account =
             account(Quotas { rate: Some(RateQuota { per_minute: 6_000_000, burst: 1 }), ..Quotas::default() });
         for n in 0..SWEEP_AT * 2 {
-            account.take(&format!("p{n}"), "add").unwrap();
+            account.take(&format!("p{n}"), "add").await.unwrap();
             std::thread::sleep(Duration::from_micros(20));
         }
         assert!(lock(&account.buckets).len() <= SWEEP_AT);

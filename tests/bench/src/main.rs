@@ -64,6 +64,9 @@ enum Serve {
         #[arg(long)]
         listen: SocketAddr,
     },
+    /// Only the tenant-flood section, for working on it.
+    #[command(hide = true)]
+    Tenants,
     /// Only generate load against a running server (for profiling it).
     #[command(hide = true)]
     Load {
@@ -104,6 +107,16 @@ fn main() -> ExitCode {
                 sample.errors
             );
             Ok(sample.errors == 0)
+        }),
+        Some(Serve::Tenants) => run(async move {
+            let (reps, duration) = (args.reps.max(3), Duration::from_secs_f64(args.seconds.unwrap_or(5.0)));
+            let (calm, flooded, uncontained) = tenant_flood(&args, duration / 5, duration, reps).await?;
+            println!(
+                "tenants: flooded/alone p50 latency {:.2}, p99 latency {:.2}",
+                quiet_ratio(&flooded, &calm, 50.0),
+                quiet_ratio(&flooded, &calm, 99.0)
+            );
+            Ok(calm.errors() + flooded.errors() + uncontained == 0)
         }),
         None => run(bench(args)),
     }

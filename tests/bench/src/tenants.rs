@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::battery::Attack;
 
 /// Flooding connections running at once.
-pub const FLOODERS: usize = 4;
+pub const FLOODERS: usize = 64;
 
 /// Lay out the two tenants under `dir` (plugins from `plugins`); returns the policy file.
 pub fn layout(dir: &Path, plugins: &Path) -> anyhow::Result<std::path::PathBuf> {
