@@ -27,6 +27,10 @@ struct Cli {
 enum Command {
     /// Serve MCP over Streamable HTTP (default 127.0.0.1:3000) or stdio.
     Serve(Box<ServeArgs>),
+    /// Compile every plugin `serve` with the same arguments would load into the compile
+    /// cache, then exit (for images and CI: a server then starts without compiling).
+    /// Exit status: 0 all compiled or already cached, 1 some could not be compiled.
+    Compile(Box<ServeArgs>),
     /// Print what a plugin exports, what it asks for, what the policy would let it do and
     /// whether `serve` would load it (its list functions run in the same sandbox `serve`
     /// gives it). Exit status: 0 it loads, 1 `serve` would refuse it, 2 the check could not run.
@@ -243,6 +247,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve(*args).await.map(|()| ExitCode::SUCCESS),
+            Command::Compile(args) => compile(*args).await,
             Command::Check(args) => Ok(check(args).await),
         }
     });
@@ -294,7 +299,9 @@ fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<()> {
+/// The plugin runtime `serve` with these arguments runs, the configuration it reads, and
+/// the tenants' configuration to start them with.
+fn prepare(args: &ServeArgs) -> Result<(PluginRuntime, TenantsConfig, Configuration)> {
     let compile_cache = if args.limits.no_compile_cache {
         None
     } else {
@@ -327,7 +334,54 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_instances: args.limits.max_instances,
         ..RuntimeConfig::default()
     };
-    let runtime = PluginRuntime::new(runtime_config)?;
+    Ok((PluginRuntime::new(runtime_config)?, config, configuration))
+}
+
+/// `capsule compile`: fill the compile cache with every plugin `serve` with the same
+/// arguments would load (the same arguments make the same engine, whose settings key the
+/// cache), so that a server starts without compiling.
+async fn compile(args: ServeArgs) -> Result<ExitCode> {
+    if args.limits.no_compile_cache {
+        bail!("`capsule compile` fills the compile cache: leave out --no-compile-cache");
+    }
+    let (runtime, _, configuration) = prepare(&args)?;
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut compiled, mut cached, mut failed) = (0, 0, 0);
+    for sources in configuration.sources() {
+        let read = tokio::task::spawn_blocking(move || crate::loader::read_plugins(&sources)).await?;
+        for crate::loader::Candidate { name, source, bytes } in read {
+            let (bytes, sha256) = match bytes {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    failed += 1;
+                    continue;
+                }
+            };
+            if !seen.insert(sha256.clone()) {
+                continue;
+            }
+            let runtime = runtime.clone();
+            let started = std::time::Instant::now();
+            match tokio::task::spawn_blocking(move || runtime.precompile(&name, &sha256, &bytes)).await? {
+                Ok(true) => {
+                    compiled += 1;
+                    tracing::info!("compiled {source} in {} ms", started.elapsed().as_millis());
+                }
+                Ok(false) => cached += 1,
+                Err(e) => {
+                    tracing::error!("{source}: {e}");
+                    failed += 1;
+                }
+            }
+        }
+    }
+    tracing::info!("compile cache: {compiled} compiled, {cached} already there, {failed} failed");
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
     let shutdown = CancellationToken::new();
     let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone()).await?;
@@ -337,9 +391,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
             "--plugins and --plugin name the default tenant's plugins; with tenants configured, each names its own sources"
         );
     }
-    if args.no_watch && set.tenants.values().all(|t| t.shared.catalog().plugins().is_empty()) {
-        bail!("no plugin could be loaded");
-    }
+    // Serving starts at once; plugins join as they load. Without watching, a server that
+    // loads nothing can never serve anything: it stops.
+    let loaded = {
+        let tenants = tenants.clone();
+        async move {
+            let served = tenants.first_load().await;
+            if args.no_watch && served == 0 {
+                return anyhow::Error::msg("no plugin could be loaded");
+            }
+            tracing::info!("ready: {served} plugins loaded");
+            std::future::pending().await
+        }
+    };
     if !args.no_watch {
         tenants.watch().context("cannot watch the configuration")?;
     }
@@ -354,7 +418,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
             None => tenants.only().context("this server has several tenants: name one with --tenant")?,
         };
         let options = crate::transport::stdio::StdioOptions { max_line_bytes: args.max_line_bytes };
-        return crate::transport::stdio::serve(tenant.shared.clone(), options).await;
+        return tokio::select! {
+            served = crate::transport::stdio::serve(tenant.shared.clone(), options) => served,
+            failed = loaded => Err(failed),
+        };
     }
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
@@ -375,5 +442,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
             header_timeout: std::time::Duration::from_secs(args.http.header_timeout),
         },
     };
-    crate::transport::http::serve(tenants, args.listen, options, shutdown).await
+    tokio::select! {
+        served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served,
+        failed = loaded => Err(failed),
+    }
 }

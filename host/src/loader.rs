@@ -164,8 +164,10 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Load everything once and publish the first catalog.
-    pub async fn start(
+    /// Start loading everything, publishing an empty catalog at once and each plugin as it
+    /// joins (compiling an interpreter plugin can take many seconds, and the server answers
+    /// meanwhile). `first_load` ends when every plugin has loaded or failed.
+    pub fn start(
         runtime: PluginRuntime,
         tenant: &str,
         sources: Sources,
@@ -173,11 +175,15 @@ impl Loader {
         stop: CancellationToken,
     ) -> Arc<Loader> {
         let account = Account::new(tenant, policy.quotas());
-        let found = read_sources(&sources, &BTreeSet::new()).await.unwrap_or_default();
-        let (catalog, plugins) = build(&runtime, &account, found, &policy, &Catalog::default()).await;
-        let state =
-            State { sources, added: Vec::new(), policy, policy_error: None, unloaded: BTreeSet::new(), plugins };
-        let publisher = Publisher::new(catalog);
+        let state = State {
+            sources,
+            added: Vec::new(),
+            policy,
+            policy_error: None,
+            unloaded: BTreeSet::new(),
+            plugins: Vec::new(),
+        };
+        let publisher = Publisher::loading();
         let loader = Arc::new(Loader {
             runtime,
             account,
@@ -197,8 +203,26 @@ impl Loader {
                 relister.relist(&names).await;
             }
         };
+        tokio::spawn(task.instrument(span.clone()));
+        let first = loader.clone();
+        let task = async move {
+            let started = std::time::Instant::now();
+            let status = first.reload().await;
+            first.publisher.loaded();
+            let served = status.plugins.iter().filter(|p| p.serving.is_some()).count();
+            tracing::info!(
+                "plugins loaded: {served} of {} served, in {} ms",
+                status.plugins.len(),
+                started.elapsed().as_millis()
+            );
+        };
         tokio::spawn(task.instrument(span));
         loader
+    }
+
+    /// Wait for the first load to end.
+    pub async fn first_load(&self) {
+        self.publisher.subscribe().first_load(Duration::MAX).await;
     }
 
     /// Read the lists of the plugins `names` again (they said a list changed) and swap the
@@ -338,7 +362,9 @@ impl Loader {
     async fn reload_locked(&self, state: &mut State) {
         let old = self.publisher.current();
         let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
-        let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old).await;
+        // During the first load, each plugin is served as soon as it joins.
+        let progress = (!self.publisher.is_loaded()).then_some(&self.publisher);
+        let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old, progress).await;
         state.plugins = plugins;
         // Publish even when no list changed: a new version may behave differently behind the
         // same definitions, and new calls must get it. Servers tell their clients what changed.
@@ -354,11 +380,15 @@ impl Loader {
                 let _ = tx.send(());
             }
         })?;
-        let mut watched = Vec::new();
-        self.rewatch(&mut watcher, &mut watched).await?;
         let loader = self.clone();
         let span = tracing::info_span!("tenant", id = %self.account.tenant());
+        // On the task: the sources are read under the state's lock, which a first load that is
+        // still compiling holds, and serving must not wait for it.
         let task = async move {
+            let mut watched = Vec::new();
+            if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
+                tracing::error!("cannot watch the plugin sources: {e}");
+            }
             loop {
                 tokio::select! {
                     () = loader.stop.cancelled() => return,
@@ -438,10 +468,10 @@ async fn load_one(
 
 /// A plugin's name, where it comes from, and its bytes with their SHA-256 (or why they could
 /// not be read).
-struct Candidate {
-    name: String,
-    source: String,
-    bytes: Result<(Arc<[u8]>, String), String>,
+pub struct Candidate {
+    pub name: String,
+    pub source: String,
+    pub bytes: Result<(Arc<[u8]>, String), String>,
 }
 
 /// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
@@ -470,6 +500,11 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
         all.push(Candidate { name, source: path.display().to_string(), bytes });
     }
     all
+}
+
+/// Every plugin the sources name. Blocking.
+pub fn read_plugins(sources: &Sources) -> Vec<Candidate> {
+    candidates(sources, &BTreeSet::new())
 }
 
 /// Read and hash the sources off the reactor; `None` (logged) if that task failed.
@@ -511,7 +546,8 @@ async fn offerings_of(plugin: Arc<Plugin>, previous: &Catalog) -> Result<Arc<Off
 }
 
 /// Build the catalog from `found` under `policy`, reusing `previous` plugins whose bytes and
-/// grants are unchanged and keeping a previous version wherever its replacement fails.
+/// grants are unchanged and keeping a previous version wherever its replacement fails. With
+/// `progress`, each plugin accepted is published at once, with those before it.
 ///
 /// Plugins already serving are placed first, in their order, and newcomers after them: the
 /// catalog lets earlier plugins win, so a new file can never take over a serving plugin's
@@ -522,6 +558,7 @@ async fn build(
     found: Vec<Candidate>,
     policy: &Policy,
     previous: &Catalog,
+    progress: Option<&Publisher>,
 ) -> (Catalog, Vec<PluginStatus>) {
     let serving = |name: &str| previous.plugins().iter().position(|p| p.name() == name).unwrap_or(usize::MAX);
     let mut ordered: Vec<(usize, Candidate)> = found.into_iter().enumerate().collect();
@@ -553,6 +590,9 @@ async fn build(
             candidate.push(offered.clone());
             match Catalog::build(candidate) {
                 Ok(next) => {
+                    if let Some(publisher) = progress {
+                        publisher.publish(next.clone());
+                    }
                     catalog = next;
                     accepted = Some(offered.clone());
                     break;

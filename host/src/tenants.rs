@@ -126,6 +126,11 @@ impl Configuration {
         read(config).map(Configuration)
     }
 
+    /// Every tenant's plugin sources.
+    pub fn sources(&self) -> Vec<Sources> {
+        self.0.iter().map(|spec| spec.sources.clone()).collect()
+    }
+
     /// The largest memory limit any tenant's policy grants: what each sandbox's memory slot
     /// must hold.
     pub fn max_memory(&self, flags: &LimitOverrides) -> Result<usize, TenantsError> {
@@ -206,8 +211,7 @@ impl Tenants {
     ) -> Arc<Tenant> {
         let span = tracing::info_span!("tenant", id = %id);
         let stop = self.stop.child_token();
-        let loader =
-            Loader::start(self.runtime.clone(), &id, sources, policy, stop.clone()).instrument(span.clone()).await;
+        let loader = Loader::start(self.runtime.clone(), &id, sources, policy, stop.clone());
         let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id));
         if self.config.watch
             && let Err(e) = loader.watch().instrument(span).await
@@ -233,6 +237,18 @@ impl Tenants {
     }
 
     /// The one tenant of a server that has exactly one.
+    /// Wait until every tenant there is now has ended its first load; returns how many
+    /// plugins are served in all.
+    pub async fn first_load(&self) -> usize {
+        let set = self.current();
+        let mut served = 0;
+        for tenant in set.tenants.values() {
+            tenant.loader.first_load().await;
+            served += tenant.shared.catalog().plugins().len();
+        }
+        served
+    }
+
     pub fn only(&self) -> Option<Arc<Tenant>> {
         let set = self.current();
         (set.tenants.len() == 1).then(|| set.tenants.values().next().cloned()).flatten()

@@ -225,3 +225,85 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
     assert!(roots(3).await.contains("second"), "a broken policy replaced the one in force");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn the_server_answers_at_once_and_plugins_join_as_they_load() {
+    // No compile cache: every plugin compiles, which takes seconds on two cores.
+    let mut args = crate::support::all_plugins();
+    args.push("--no-compile-cache".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = crate::support::Server::starting(&std::env::current_dir().unwrap(), &args);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    assert!(!server.log().contains(" ready: "), "initialize waited for the plugins:\n{}", server.log());
+    let mut stream = client.listen_legacy().await;
+
+    // A call to a plugin that may still be compiling waits for it instead of failing.
+    let reply = Client::new(&server.url)
+        .modern(1, "tools/call", json!({"name": "evaluate", "arguments": {"expression": "6*7"}}), json!({}))
+        .await;
+    assert_eq!(reply.response(1)["result"]["structuredContent"]["result"], 42.0, "{}", reply.body);
+
+    // The session heard of the tools as they joined, and lists them all once loading ends.
+    let heard = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(message) = stream.next_message().await {
+            if message["method"] == "notifications/tools/list_changed" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "no tools/list_changed");
+    let log = server.wait_for_log(" ready: ");
+    assert!(log.contains("plugins loaded: "), "{log}");
+    let tools = client.request(2, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for name in ["evaluate", "spin"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+}
+
+#[test]
+fn capsule_compile_fills_the_cache_serve_uses() {
+    let dir = scratch_dir("compile");
+    let (cache, plugins_dir) = (dir.join("cache"), dir.join("plugins"));
+    std::fs::create_dir_all(&plugins_dir).unwrap();
+    for name in ["calc", "textkit"] {
+        std::fs::copy(plugins().join(format!("{name}.wasm")), plugins_dir.join(format!("{name}.wasm"))).unwrap();
+    }
+    let compile = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .args(["compile", "--cache-dir", cache.to_str().unwrap(), "--plugins", plugins_dir.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(output.stdout.is_empty(), "compile wrote to stdout");
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (code, log) = compile(&[]);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("2 compiled, 0 already there, 0 failed"), "{log}");
+    let entries = || {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "cwasm"))
+            .count()
+    };
+    assert_eq!(entries(), 2);
+    let (code, log) = compile(&[]);
+    assert_eq!((code, log.contains("0 compiled, 2 already there")), (Some(0), true), "{log}");
+
+    // Another memory ceiling is another engine: its cache entries are its own.
+    let (code, log) = compile(&["--max-memory", "256"]);
+    assert_eq!((code, log.contains("2 compiled")), (Some(0), true), "{log}");
+    assert_eq!(entries(), 4);
+
+    // A file that is not a component is reported, and the exit status says so.
+    std::fs::write(plugins_dir.join("broken.wasm"), b"not wasm").unwrap();
+    let (code, log) = compile(&[]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("broken.wasm") && log.contains("0 compiled, 2 already there, 1 failed"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,7 +52,7 @@ pub struct Server {
 
 impl Server {
     /// Start `capsule serve --listen 127.0.0.1:0` (unless `args` name an address) with extra
-    /// arguments and wait until it listens.
+    /// arguments and wait until it listens and its plugins are loaded.
     pub fn http(args: &[&str]) -> Server {
         Server::http_in(&std::env::current_dir().expect("working directory"), args)
     }
@@ -60,6 +60,18 @@ impl Server {
     /// [`Server::http`] with `dir` as its working directory, so relative paths in `args` are
     /// relative to it, as an operator would write them.
     pub fn http_in(dir: &std::path::Path, args: &[&str]) -> Server {
+        let server = Server::starting(dir, args);
+        // Tests compile plugins side by side on two cores: loading may take a while.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !server.log().contains(" ready: ") {
+            assert!(Instant::now() < deadline, "capsule never loaded its plugins; its log:\n{}", server.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server
+    }
+
+    /// Start `capsule serve` and return once it listens, its plugins perhaps still loading.
+    pub fn starting(dir: &std::path::Path, args: &[&str]) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .current_dir(dir)
@@ -372,16 +384,30 @@ impl StdioServer {
         StdioServer::start_with(&[])
     }
 
-    /// Start with more `serve` flags.
+    /// Start with more `serve` flags, and wait until its plugins are loaded (or it exits):
+    /// plugins that join after `initialize` are announced with list-change notifications,
+    /// which would come between the answers these tests read.
     pub fn start_with(args: &[&str]) -> StdioServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .args(["serve", "--stdio"])
             .args(args)
+            .env("CAPSULE_LOG", "info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start capsule --stdio");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (ready, loaded) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains(" ready: ") {
+                    let _ = ready.send(());
+                }
+            }
+        });
+        // An error (the channel closed at exit) is for the test to find.
+        let _ = loaded.recv_timeout(Duration::from_secs(120));
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         StdioServer { child, stdin, stdout }

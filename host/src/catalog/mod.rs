@@ -44,7 +44,7 @@ pub enum CatalogError {
 
 /// Everything the server offers, in a stable order (plugin order, then the order each
 /// plugin lists its items).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Catalog {
     offerings: Vec<Arc<Offerings>>,
     plugins: Vec<Arc<Plugin>>,

@@ -1,9 +1,14 @@
 //! How catalogs travel from whoever builds them (the loader) to whoever serves them (the MCP
 //! layer), without either knowing the other: the builder publishes each new catalog on a
 //! watch channel, and servers ask for a plugin's lists to be read again through a queue.
+//!
+//! A publisher may start empty, with its first load still under way: catalogs are then
+//! published as plugins join, and servers can wait for the load to end before answering
+//! what a missing plugin would get wrong.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
@@ -14,13 +19,31 @@ use crate::runtime::ListKind;
 pub struct Publisher {
     catalogs: watch::Sender<Arc<Catalog>>,
     relists: Arc<Relists>,
+    /// Whether the first load is over.
+    loaded: watch::Sender<bool>,
 }
 
 impl Publisher {
     /// Publish `first` as the catalog in force.
     pub fn new(first: Catalog) -> Publisher {
         let (catalogs, _) = watch::channel(Arc::new(first));
-        Publisher { catalogs, relists: Arc::default() }
+        Publisher { catalogs, relists: Arc::default(), loaded: watch::Sender::new(true) }
+    }
+
+    /// Publish an empty catalog while the first load is under way; [`Publisher::loaded`]
+    /// says when it is over.
+    pub fn loading() -> Publisher {
+        Publisher { loaded: watch::Sender::new(false), ..Publisher::new(Catalog::default()) }
+    }
+
+    /// Whether the first load is over.
+    pub fn is_loaded(&self) -> bool {
+        *self.loaded.borrow()
+    }
+
+    /// The first load is over.
+    pub fn loaded(&self) {
+        self.loaded.send_replace(true);
     }
 
     /// The catalog in force.
@@ -35,7 +58,11 @@ impl Publisher {
 
     /// A subscription for a server: the catalog in force and every one that follows.
     pub fn subscribe(&self) -> Published {
-        Published { catalogs: self.catalogs.subscribe(), relists: self.relists.clone() }
+        Published {
+            catalogs: self.catalogs.subscribe(),
+            relists: self.relists.clone(),
+            loaded: self.loaded.subscribe(),
+        }
     }
 
     /// Plugins whose lists servers asked to be read again.
@@ -49,6 +76,7 @@ impl Publisher {
 pub struct Published {
     catalogs: watch::Receiver<Arc<Catalog>>,
     relists: Arc<Relists>,
+    loaded: watch::Receiver<bool>,
 }
 
 impl Published {
@@ -64,6 +92,16 @@ impl Published {
         let new = self.catalogs.borrow_and_update().clone();
         let changed = changed_lists(seen, &new);
         Some((new, changed))
+    }
+
+    /// Wait for the publisher's first load to end, but no longer than `within`.
+    pub async fn first_load(&self, within: Duration) {
+        if *self.loaded.borrow() {
+            return;
+        }
+        let mut loaded = self.loaded.clone();
+        // A publisher gone before it loaded has nothing more to wait for.
+        let _ = tokio::time::timeout(within, loaded.wait_for(|done| *done)).await;
     }
 
     /// Ask for `plugin`'s lists to be read again (it said one changed).
@@ -137,5 +175,20 @@ mod tests {
         assert_eq!(taken.into_iter().collect::<Vec<_>>(), ["a", "b"]);
         drop(publisher);
         assert!(published.next(&next).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_server_can_wait_for_the_first_load_and_no_longer_than_it_says() {
+        let publisher = Publisher::loading();
+        let published = publisher.subscribe();
+        let started = tokio::time::Instant::now();
+        published.first_load(Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50), "the load is not over");
+        let waiting = tokio::spawn(async move { published.first_load(Duration::from_secs(60)).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!publisher.is_loaded());
+        publisher.loaded();
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("woken when the load ended").unwrap();
+        Publisher::new(Catalog::default()).subscribe().first_load(Duration::from_secs(60)).await;
     }
 }

@@ -97,6 +97,22 @@ fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result
     }
 }
 
+/// Whether answering `method` depends on which plugins are loaded.
+fn serves_plugins(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list"
+            | "tools/call"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "resources/subscribe"
+            | "prompts/list"
+            | "prompts/get"
+            | "completion/complete"
+    )
+}
+
 impl CapsuleServer {
     /// Answer one request.
     pub async fn request(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<Reply, ErrorData> {
@@ -119,6 +135,9 @@ impl CapsuleServer {
         );
         if legacy_only && declares_modern(front) {
             return Err(method_not_found(method));
+        }
+        if serves_plugins(method) {
+            self.plugins_loaded().await;
         }
         match method {
             "initialize" => self.initialize(params(raw)?).map(Reply::from),

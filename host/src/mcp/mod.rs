@@ -101,6 +101,12 @@ impl Shared {
     }
 }
 
+/// How long a request that depends on the plugins waits for them while the server's first
+/// load is still under way. Past it, the request is answered with the plugins loaded so far
+/// (the others join with a list-change notification), so a slow plugin cannot hold a client
+/// past its own time-outs.
+pub const FIRST_LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// An MCP server over the shared catalog. Clone it per connection or session.
 #[derive(Clone)]
 pub struct CapsuleServer {
@@ -112,6 +118,13 @@ impl CapsuleServer {
     /// A server for a new connection or session.
     pub fn new(shared: Arc<Shared>) -> Self {
         CapsuleServer { shared, session: Arc::default() }
+    }
+
+    /// Wait (up to [`FIRST_LOAD_WAIT`]) for the first load of the plugins, if it is still
+    /// under way: a client that starts with the server gets whole lists, and a call to a
+    /// plugin that is still compiling is not refused as unknown.
+    pub async fn plugins_loaded(&self) {
+        self.shared.published.first_load(FIRST_LOAD_WAIT).await;
     }
 
     /// Note a request of this session as running (see [`InFlight`]).

@@ -82,13 +82,18 @@ impl CompileCache {
         self.dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
     }
 
+    /// Whether there is an entry for the component with this [`digest`] (a plain file).
+    pub fn contains(&self, engine: &Engine, sha256: &str) -> bool {
+        std::fs::symlink_metadata(self.path(engine, sha256)).is_ok_and(|meta| meta.is_file())
+    }
+
     /// The cached compilation of the component with this [`digest`], if there is a usable one.
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
-        let path = self.path(engine, sha256);
         // Only a plain file is loaded: never one a symlink leads to.
-        if !std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file()) {
+        if !self.contains(engine, sha256) {
             return None;
         }
+        let path = self.path(engine, sha256);
         // SAFETY: the file was written by `store` below, into a directory only this user can
         // write, under a name derived from the source bytes and this engine's configuration;
         // wasmtime still checks the header and engine compatibility and fails cleanly.

@@ -207,6 +207,19 @@ impl PluginRuntime {
         Plugin::link(self.inner.clone(), account, name, sha256, component, grants, needs).await
     }
 
+    /// Put the compilation of these bytes (whose [`digest`] is `sha256`) in the compile
+    /// cache; `false` if it was there already. Blocking.
+    pub fn precompile(&self, name: &str, sha256: &str, bytes: &[u8]) -> Result<bool, LoadError> {
+        let engine = &self.inner.engine;
+        let cache =
+            self.inner.config.compile_cache.as_ref().ok_or_else(|| LoadError::Engine("no compile cache".into()))?;
+        if cache.contains(engine, sha256) {
+            return Ok(false);
+        }
+        cache.store(engine, sha256, &self.compile(name, bytes)?);
+        Ok(true)
+    }
+
     /// The compiled component of these bytes: the one in use if there is one, else the
     /// compile cache's, else compiled now. Blocking.
     fn component(&self, name: &str, sha256: &str, bytes: &[u8]) -> Result<Arc<Component>, LoadError> {

@@ -47,6 +47,10 @@ pub async fn serve(
             return json(StatusCode::BAD_REQUEST, refusal.to_bytes());
         }
     };
+    // The headers are checked against the tool's schema: wait for the tool to be there.
+    if method == "tools/call" {
+        server.plugins_loaded().await;
+    }
     if let Err(reason) = headers::check(headers, &method, params, |tool| server.input_schema(tool)) {
         let error = ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None);
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
