@@ -348,7 +348,9 @@ async fn compile(args: ServeArgs) -> Result<ExitCode> {
     let mut seen = std::collections::BTreeSet::new();
     let (mut compiled, mut cached, mut failed) = (0, 0, 0);
     for sources in configuration.sources() {
-        let read = tokio::task::spawn_blocking(move || crate::loader::read_plugins(&sources)).await?;
+        let read = crate::loader::read_sources(&sources, &std::collections::BTreeSet::new())
+            .await
+            .context("reading the plugin sources failed")?;
         for crate::loader::Candidate { name, source, bytes } in read {
             let (bytes, sha256) = match bytes {
                 Ok(read) => read,
@@ -384,7 +386,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
     let shutdown = CancellationToken::new();
-    let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone()).await?;
+    let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone())?;
     let set = tenants.current();
     if set.default_tenant().is_none() && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
         bail!(

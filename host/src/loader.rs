@@ -373,7 +373,7 @@ impl Loader {
 
     /// Watch the plugin directories, and reload on every change, until the loader stops.
     /// The policy file is the tenant registry's to watch.
-    pub async fn watch(self: &Arc<Self>) -> notify::Result<()> {
+    pub fn watch(self: &Arc<Self>) -> notify::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if event.is_ok_and(|e| !e.kind.is_access()) {
@@ -502,13 +502,8 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
     all
 }
 
-/// Every plugin the sources name. Blocking.
-pub fn read_plugins(sources: &Sources) -> Vec<Candidate> {
-    candidates(sources, &BTreeSet::new())
-}
-
 /// Read and hash the sources off the reactor; `None` (logged) if that task failed.
-async fn read_sources(sources: &Sources, unloaded: &BTreeSet<String>) -> Option<Vec<Candidate>> {
+pub async fn read_sources(sources: &Sources, unloaded: &BTreeSet<String>) -> Option<Vec<Candidate>> {
     let (sources, unloaded) = (sources.clone(), unloaded.clone());
     tokio::task::spawn_blocking(move || candidates(&sources, &unloaded))
         .await

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use thiserror::Error;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::auth::Authenticator;
 use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status, settle};
@@ -175,8 +174,8 @@ pub struct Tenants {
 impl Tenants {
     /// Start every tenant of `read` (the configuration `config` names, as read at start). A
     /// policy that cannot be resolved is an error here (the server does not start); later it
-    /// only keeps the one in force.
-    pub async fn start(
+    /// only keeps the one in force. Their plugins load in the background ([`Loader::start`]).
+    pub fn start(
         runtime: PluginRuntime,
         codec: StateCodec,
         config: TenantsConfig,
@@ -195,26 +194,25 @@ impl Tenants {
         for Spec { id, hosts, admin_token, sources, policy } in specs {
             let auth = guard(policy.as_ref()).map_err(|e| TenantsError::Auth(id.clone(), e))?;
             let policy = resolve(policy, &tenants.config.flags)?;
-            let tenant = tenants.start_one(id, (hosts, admin_token, auth), sources, policy).await;
+            let tenant = tenants.start_one(id, (hosts, admin_token, auth), sources, policy);
             set.tenants.insert(tenant.id.clone(), tenant);
         }
         tenants.published.send_replace(Arc::new(set));
         Ok(tenants)
     }
 
-    async fn start_one(
+    fn start_one(
         &self,
         id: String,
         (hosts, admin_token, auth): (Vec<String>, Option<[u8; 32]>, Option<Arc<Authenticator>>),
         sources: Sources,
         policy: Policy,
     ) -> Arc<Tenant> {
-        let span = tracing::info_span!("tenant", id = %id);
         let stop = self.stop.child_token();
         let loader = Loader::start(self.runtime.clone(), &id, sources, policy, stop.clone());
         let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id));
         if self.config.watch
-            && let Err(e) = loader.watch().instrument(span).await
+            && let Err(e) = loader.watch()
         {
             tracing::error!(tenant = %id, "cannot watch the plugin sources: {e}");
         }
@@ -333,7 +331,7 @@ impl Tenants {
                 }
                 (None, Ok(policy)) => {
                     tracing::info!(tenant = %id, "new tenant");
-                    self.start_one(id, (hosts, admin_token, auth), sources, policy).await
+                    self.start_one(id, (hosts, admin_token, auth), sources, policy)
                 }
                 (None, Err(e)) => {
                     tracing::error!(tenant = %id, "tenant not started: {e}");
