@@ -166,15 +166,17 @@ pub struct Loader {
 impl Loader {
     /// Start loading everything, publishing an empty catalog at once and each plugin as it
     /// joins (compiling an interpreter plugin can take many seconds, and the server answers
-    /// meanwhile). `first_load` ends when every plugin has loaded or failed.
+    /// meanwhile). `first_load` ends when every plugin has loaded or failed. With `watch`,
+    /// the sources are watched before they are first read, so no change is missed.
     pub fn start(
         runtime: PluginRuntime,
         tenant: &str,
-        sources: Sources,
+        (sources, watch): (Sources, bool),
         policy: Policy,
         stop: CancellationToken,
     ) -> Arc<Loader> {
         let account = Account::new(tenant, policy.quotas());
+        let dirs = sources.watched();
         let state = State {
             sources,
             added: Vec::new(),
@@ -204,6 +206,9 @@ impl Loader {
             }
         };
         tokio::spawn(task.instrument(span.clone()));
+        if watch && let Err(e) = loader.watch(dirs) {
+            tracing::error!(tenant, "cannot watch the plugin sources: {e}");
+        }
         let first = loader.clone();
         let task = async move {
             let started = std::time::Instant::now();
@@ -371,29 +376,26 @@ impl Loader {
         self.publisher.publish(new);
     }
 
-    /// Watch the plugin directories, and reload on every change, until the loader stops.
-    /// The policy file is the tenant registry's to watch.
-    pub fn watch(self: &Arc<Self>) -> notify::Result<()> {
+    /// Watch the plugin directories (`dirs` at first), and reload on every change, until the
+    /// loader stops. The policy file is the tenant registry's to watch.
+    fn watch(self: &Arc<Self>, dirs: Vec<PathBuf>) -> notify::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if event.is_ok_and(|e| !e.kind.is_access()) {
                 let _ = tx.send(());
             }
         })?;
+        let mut watched = Vec::new();
+        self.watch_dirs(&mut watcher, &mut watched, dirs)?;
         let loader = self.clone();
         let span = tracing::info_span!("tenant", id = %self.account.tenant());
-        // On the task: the sources are read under the state's lock, which a first load that is
-        // still compiling holds, and serving must not wait for it.
         let task = async move {
-            let mut watched = Vec::new();
-            if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
-                tracing::error!("cannot watch the plugin sources: {e}");
-            }
             loop {
                 tokio::select! {
                     () = loader.stop.cancelled() => return,
                     () = loader.rewatch.notified() => {
-                        if let Err(e) = loader.rewatch(&mut watcher, &mut watched).await {
+                        let dirs = loader.state.lock().await.sources.watched();
+                        if let Err(e) = loader.watch_dirs(&mut watcher, &mut watched, dirs) {
                             tracing::error!("cannot watch the plugin sources: {e}");
                         }
                         continue;
@@ -409,14 +411,14 @@ impl Loader {
         Ok(())
     }
 
-    /// Watch the directories the sources name now, and no others.
-    async fn rewatch(
+    /// Watch `wanted` (directories, perhaps repeated), and no others.
+    fn watch_dirs(
         &self,
         watcher: &mut notify::RecommendedWatcher,
         watched: &mut Vec<PathBuf>,
+        mut wanted: Vec<PathBuf>,
     ) -> notify::Result<()> {
         use notify::Watcher;
-        let mut wanted = self.state.lock().await.sources.watched();
         wanted.sort();
         wanted.dedup();
         for dir in watched.iter().filter(|d| !wanted.contains(d)) {

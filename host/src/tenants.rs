@@ -209,13 +209,8 @@ impl Tenants {
         policy: Policy,
     ) -> Arc<Tenant> {
         let stop = self.stop.child_token();
-        let loader = Loader::start(self.runtime.clone(), &id, sources, policy, stop.clone());
+        let loader = Loader::start(self.runtime.clone(), &id, (sources, self.config.watch), policy, stop.clone());
         let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id));
-        if self.config.watch
-            && let Err(e) = loader.watch()
-        {
-            tracing::error!(tenant = %id, "cannot watch the plugin sources: {e}");
-        }
         Arc::new(Tenant { id: id.into(), hosts, admin_token, auth, loader, shared, stop })
     }
 

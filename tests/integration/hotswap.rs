@@ -307,3 +307,28 @@ fn capsule_compile_fills_the_cache_serve_uses() {
     assert!(log.contains("broken.wasm") && log.contains("0 compiled, 2 already there, 1 failed"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_plugin_added_while_the_first_load_runs_is_not_missed() {
+    let dir = scratch_dir("first-load-change");
+    for name in ["calc", "textkit"] {
+        std::fs::copy(plugins().join(format!("{name}.wasm")), dir.join(format!("{name}.wasm"))).unwrap();
+    }
+    let args = ["--plugins", dir.to_str().unwrap(), "--no-compile-cache"];
+    let server = crate::support::Server::starting(&dir, &args);
+    // Compiling two plugins takes far longer than this copy: the first load is still running.
+    std::fs::copy(plugins().join("testing/hostile.wasm"), dir.join("hostile.wasm")).unwrap();
+    assert!(!server.log().contains(" ready: "), "the first load ended before the change:\n{}", server.log());
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let started = Instant::now();
+    loop {
+        let tools = client.request(1, "tools/list", json!({})).await;
+        if tools["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "spin") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the added plugin never joined:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -277,8 +277,14 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
             .await?;
     }
     // One untimed call first, so server start-up (plugin compilation) is never measured.
+    // Plugins that join after `initialize` are announced first: skip notifications.
     stdin.write_all(format!("{}\n", call_body(0, mode)).as_bytes()).await?;
-    let warm = lines.next_line().await?.unwrap_or_default();
+    let warm = loop {
+        let line = lines.next_line().await?.unwrap_or_default();
+        if !line.contains("\"method\"") {
+            break line;
+        }
+    };
     anyhow::ensure!(is_correct(warm.as_bytes()), "stdio warm-up call failed: {warm}");
     let permits = Arc::new(Semaphore::new(in_flight));
     let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
