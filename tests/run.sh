@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 
+# The examples written with the non-Rust SDKs (the integration tests load them), and the
+# Python SDK's own unit tests, natively.
+plugins/build-examples.sh
+(cd sdk/python && ../../target/sdk-venv/python/bin/python -m unittest discover -s tests)
+
 # Host, catalog, runtime and the integration tests (building the host builds every plugin).
 cargo test --release --workspace
 

@@ -10,6 +10,7 @@ mod clients;
 mod conformance;
 mod hardening;
 mod hotswap;
+mod languages;
 mod protocol;
 mod quotas;
 mod sandbox;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build the example plugins written with the non-Rust SDKs into target/plugins/lang/, each
+# with the toolchain its SDK uses, installed from the package registries on first use:
+#   python.wasm  plugins/python/app.py with sdk/python (componentize-py, in target/sdk-venv)
+# An example is rebuilt only when its sources or its SDK changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/plugins/lang
+mkdir -p "$out"
+
+# True when $1 is missing or older than any file under the other arguments.
+stale() {
+  local target="$1"
+  shift
+  [ ! -e "$target" ] || [ -n "$(find -L "$@" -type f -newer "$target" -not -path '*/__pycache__/*' -print -quit)" ]
+}
+
+venv=target/sdk-venv/python
+if stale "$venv/.installed" sdk/python/pyproject.toml sdk/python/capsule_sdk wit; then
+  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps ./sdk/python
+  "$venv/bin/pip" install -q --disable-pip-version-check ./sdk/python
+  rm -rf sdk/python/build sdk/python/capsule_sdk.egg-info
+  touch "$venv/.installed"
+fi
+if stale "$out/python.wasm" plugins/python "$venv/.installed"; then
+  "$venv/bin/capsule-py" build plugins/python/app.py -o "$out/python.wasm"
+fi

@@ -1,0 +1,89 @@
+//! The example plugins written with the non-Rust SDKs (built into target/plugins/lang by
+//! plugins/build-examples.sh, which tests/run.sh runs first), each checked through the
+//! official Python SDK client over HTTP and stdio by tests/clients/py_plugin.py: the same
+//! checks for every language.
+
+use std::path::PathBuf;
+
+use crate::clients::PYTHON;
+use crate::support::{Server, plugins, root, run_script, scratch_dir};
+
+/// A scratch folder holding the example as the only plugin, a granted directory with a file
+/// in it, a file outside it, and the policy granting the directory (read-only).
+struct Layout {
+    dir: PathBuf,
+    policy: String,
+    inside: String,
+    outside: String,
+}
+
+fn layout(lang: &str) -> Layout {
+    let built = plugins().join("lang").join(format!("{lang}.wasm"));
+    assert!(built.is_file(), "{} is missing: run plugins/build-examples.sh (tests/run.sh does)", built.display());
+    let dir = scratch_dir(&format!("lang-{lang}")).canonicalize().unwrap();
+    for sub in ["plugins", "granted", "elsewhere"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::copy(&built, dir.join("plugins").join(format!("{lang}.wasm"))).unwrap();
+    let inside = dir.join("granted").join("inside.txt");
+    std::fs::write(&inside, format!("read by the {lang} example")).unwrap();
+    let outside = dir.join("elsewhere").join("outside.txt");
+    std::fs::write(&outside, "not granted").unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.{lang}]\ndirs = [{{ path = {:?} }}]\n", dir.join("granted").display())).unwrap();
+    let text = |p: PathBuf| p.display().to_string();
+    Layout { policy: text(policy), inside: text(inside), outside: text(outside), dir }
+}
+
+fn check(output: &str, ok: bool) {
+    eprintln!("{output}");
+    assert!(ok && output.lines().any(|l| l.ends_with(" 0 failed")), "the example's checks failed:\n{output}");
+    // Two modes, each with every check: a script that stopped early cannot pass.
+    let passed = output.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert!(passed >= 40, "only {passed} checks ran:\n{output}");
+}
+
+fn over_http(lang: &str) {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let l = layout(lang);
+    let plugins = l.dir.join("plugins").display().to_string();
+    let server = Server::http(&["--plugins", &plugins, "--config", &l.policy]);
+    let args = ["py_plugin.py", "--inside", &l.inside, "--outside", &l.outside, &server.url];
+    let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
+    check(&output, ok);
+}
+
+fn over_stdio(lang: &str) {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let l = layout(lang);
+    let plugins = l.dir.join("plugins").display().to_string();
+    let capsule = env!("CARGO_BIN_EXE_capsule");
+    let args = [
+        "py_plugin.py",
+        "--inside",
+        &l.inside,
+        "--outside",
+        &l.outside,
+        "--stdio",
+        "--",
+        capsule,
+        "serve",
+        "--stdio",
+        "--plugins",
+        &plugins,
+        "--config",
+        &l.policy,
+    ];
+    let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
+    check(&output, ok);
+}
+
+#[test]
+fn python_example_over_http() {
+    over_http("python");
+}
+
+#[test]
+fn python_example_over_stdio() {
+    over_stdio("python");
+}
