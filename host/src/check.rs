@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::loader::admit;
-use crate::policy::{Grants, Policy};
+use crate::policy::{Grants, Needs, Policy};
 use crate::runtime::{PluginRuntime, RuntimeConfig};
 
 /// Whether `serve` would load the plugin under the policy.
@@ -151,12 +151,21 @@ pub async fn check(path: &Path, policy: &Policy, not_on_this_machine: Vec<String
             return Ok(report);
         }
     };
+    let needs = match crate::loader::read_sidecar(path)
+        .and_then(|sidecar| Needs::declared(&bytes, sidecar.as_deref()).map_err(|e| e.to_string()))
+    {
+        Ok(needs) => needs,
+        Err(e) => {
+            report.reason = Some(format!("{name}: {e}"));
+            return Ok(report);
+        }
+    };
     report.sha256 = Some(inspection.sha256);
     report.exports = inspection.exports;
     report.imports = inspection.imports.into_iter().map(|name| Import { sandbox: import_note(&name), name }).collect();
-    report.needs = inspection.needs.as_ref().map(ToString::to_string);
-    report.needs_beyond_grants = inspection.needs.as_ref().map(|n| n.beyond(&grants)).unwrap_or_default();
-    match admit(&runtime, &policy.present(), &name, bytes).await {
+    report.needs = needs.as_ref().map(ToString::to_string);
+    report.needs_beyond_grants = needs.as_ref().map(|n| n.beyond(&grants)).unwrap_or_default();
+    match admit(&runtime, &policy.present(), &name, (bytes, needs)).await {
         Ok((offered, _)) => {
             let plugin = offered.plugin();
             let m = plugin.manifest();

@@ -352,7 +352,7 @@ async fn compile(args: ServeArgs) -> Result<ExitCode> {
             .await
             .context("reading the plugin sources failed")?;
         for crate::loader::Candidate { name, source, bytes } in read {
-            let (bytes, sha256) = match bytes {
+            let (bytes, sha256, _) = match bytes {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::error!("{e}");

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::catalog::{Catalog, Offerings, Published, Publisher};
-use crate::policy::{NeedsMode, Policy, QuotaOverrides};
+use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 
 /// What to serve: the bundled examples, plugin directories, and single plugin files.
@@ -446,17 +446,18 @@ async fn load_one(
     account: &Arc<Account>,
     policy: &Policy,
     name: &str,
-    (bytes, sha256): (Arc<[u8]>, String),
+    (bytes, sha256, needs): Contents,
     earlier: Option<&Arc<Plugin>>,
 ) -> Result<(Arc<Plugin>, Vec<String>), String> {
     let grants = policy.grants(name);
-    let plugin = match earlier.filter(|p| p.digest() == sha256) {
+    // The same bytes with another sidecar declaration are loaded again, to carry it.
+    let plugin = match earlier.filter(|p| p.digest() == sha256 && p.needs() == needs.as_ref()) {
         Some(same) if same.has_grants(&grants) => Arc::clone(same),
         Some(same) => {
             runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
             Arc::new(same.with_grants(grants).map_err(|e| e.to_string())?)
         }
-        None => Arc::new(runtime.load(account, name, bytes, grants).await.map_err(|e| e.to_string())?),
+        None => Arc::new(runtime.load(account, name, (bytes, needs), grants).await.map_err(|e| e.to_string())?),
     };
     let beyond = plugin.needs().map(|needs| needs.beyond(plugin.grants())).unwrap_or_default();
     if !beyond.is_empty() && policy.needs_mode() == NeedsMode::Refuse {
@@ -468,27 +469,42 @@ async fn load_one(
     Ok((plugin, beyond))
 }
 
-/// A plugin's name, where it comes from, and its bytes with their SHA-256 (or why they could
-/// not be read).
+/// A plugin's bytes, their SHA-256 and its declared needs.
+pub type Contents = (Arc<[u8]>, String, Option<Needs>);
+
+/// A plugin's name, where it comes from, and its contents (or why they could not be read).
 pub struct Candidate {
     pub name: String,
     pub source: String,
-    pub bytes: Result<(Arc<[u8]>, String), String>,
+    pub bytes: Result<Contents, String>,
+}
+
+/// A plugin's bytes, their digest and its declared needs (embedded, or in `sidecar`'s text).
+fn hashed(bytes: Arc<[u8]>, sidecar: Option<&str>) -> Result<Contents, String> {
+    let needs = Needs::declared(&bytes, sidecar).map_err(|e| e.to_string())?;
+    let sha256 = digest(&bytes);
+    Ok((bytes, sha256, needs))
+}
+
+/// A plugin file's sidecar declaration, if it has one.
+pub fn read_sidecar(wasm: &Path) -> Result<Option<String>, String> {
+    let path = sidecar_path(wasm);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
 }
 
 /// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
 fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> {
-    let hashed = |bytes: Arc<[u8]>| {
-        let sha256 = digest(&bytes);
-        (bytes, sha256)
-    };
     let mut all: Vec<Candidate> = Vec::new();
     if sources.bundled {
         all.extend(crate::bundled::BUNDLED.iter().filter(|(name, _)| !unloaded.contains(*name)).map(
             |&(name, bytes)| Candidate {
                 name: name.to_owned(),
                 source: "bundled".into(),
-                bytes: Ok(hashed(Arc::from(bytes))),
+                bytes: hashed(Arc::from(bytes), None),
             },
         ));
     }
@@ -497,8 +513,10 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
         if unloaded.contains(&name) {
             continue;
         }
-        let bytes = std::fs::read(&path).map(|b| hashed(Arc::from(b)));
-        let bytes = bytes.map_err(|e| format!("cannot read {}: {e}", path.display()));
+        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+        let bytes = bytes.and_then(|b| {
+            hashed(Arc::from(b), read_sidecar(&path)?.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
+        });
         all.push(Candidate { name, source: path.display().to_string(), bytes });
     }
     all
@@ -521,11 +539,11 @@ pub async fn admit(
     runtime: &PluginRuntime,
     policy: &Policy,
     name: &str,
-    bytes: Arc<[u8]>,
+    (bytes, needs): (Arc<[u8]>, Option<Needs>),
 ) -> Result<(Arc<Offerings>, Vec<String>), String> {
     let sha256 = digest(&bytes);
     let account = Account::new(DEFAULT_TENANT, policy.quotas());
-    let (plugin, beyond) = load_one(runtime, &account, policy, name, (bytes, sha256), None).await?;
+    let (plugin, beyond) = load_one(runtime, &account, policy, name, (bytes, sha256, needs), None).await?;
     let offered = offerings_of(plugin, &Catalog::default()).await?;
     Catalog::build(vec![offered.clone()]).map_err(|e| e.to_string())?;
     Ok((offered, beyond))

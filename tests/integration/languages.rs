@@ -30,7 +30,8 @@ fn layout(lang: &str) -> Layout {
     let outside = dir.join("elsewhere").join("outside.txt");
     std::fs::write(&outside, "not granted").unwrap();
     let policy = dir.join("capsule.toml");
-    std::fs::write(&policy, format!("[plugins.{lang}]\ndirs = [{{ path = {:?} }}]\n", dir.join("granted").display())).unwrap();
+    std::fs::write(&policy, format!("[plugins.{lang}]\ndirs = [{{ path = {:?} }}]\n", dir.join("granted").display()))
+        .unwrap();
     let text = |p: PathBuf| p.display().to_string();
     Layout { policy: text(policy), inside: text(inside), outside: text(outside), dir }
 }
@@ -86,4 +87,46 @@ fn python_example_over_http() {
 #[test]
 fn python_example_over_stdio() {
     over_stdio("python");
+}
+
+/// `capsule check PLUGIN`'s combined output.
+fn check_plugin(plugin: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capsule")).arg("check").arg(plugin).output().unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A component that cannot embed its needs declares them in `NAME.capsule.toml` beside it:
+/// `check` and `serve` read it, a change to it alone is a reload, and a component that
+/// declares its needs both ways is refused.
+#[test]
+fn a_sidecar_file_declares_needs() {
+    let dir = scratch_dir("sidecar").canonicalize().unwrap();
+    let plugin = dir.join("tools-only.wasm");
+    std::fs::copy(plugins().join("testing/tools-only.wasm"), &plugin).unwrap();
+    let sidecar = dir.join("tools-only.capsule.toml");
+    std::fs::write(&sidecar, "dirs = \"read\"\n").unwrap();
+    let report = check_plugin(&plugin);
+    assert!(report.contains("a directory (read)") && report.contains("needs a directory; none is granted"), "{report}");
+
+    let policy = dir.join("policy.toml");
+    std::fs::write(&policy, "needs_beyond_grants = \"refuse\"\n").unwrap();
+    let server = Server::starting(&dir, &["--plugins", dir.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    let log = server.wait_for_log("tools-only: refused, it declares needs beyond its grants");
+    assert!(log.contains("tools-only: refused, it declares needs beyond its grants"), "{log}");
+    assert!(!log.contains("loaded plugin tools-only"), "{log}");
+    // Without the sidecar the same bytes declare nothing, and load.
+    std::fs::remove_file(&sidecar).unwrap();
+    let log = server.wait_for_log("loaded plugin tools-only");
+    assert!(log.contains("loaded plugin tools-only"), "{log}");
+
+    // `files` embeds its needs (the Rust SDK's needs!): a sidecar as well is one too many.
+    let files = dir.join("files.wasm");
+    std::fs::copy(plugins().join("files.wasm"), &files).unwrap();
+    std::fs::write(dir.join("files.capsule.toml"), "dirs = \"read\"\n").unwrap();
+    let report = check_plugin(&files);
+    assert!(report.contains("declares its needs twice"), "{report}");
+    let log = server.wait_for_log("declares its needs twice");
+    assert!(log.contains("files.wasm: it declares its needs twice"), "{log}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

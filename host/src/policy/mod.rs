@@ -30,7 +30,7 @@ use std::time::Duration;
 pub use auth::{ALGORITHMS, ApiKey, AuthConfig, IntrospectionConfig};
 pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
-pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode};
+pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode, sidecar_path};
 pub use net::{HostRule, HostRuleError};
 pub use quota::{CpuQuota, QuotaOverrides, Quotas, RateQuota};
 pub use tenants::{TENANT_FILE, TenantFile};

@@ -1,8 +1,10 @@
 //! A plugin's own declaration of what it needs, and how it compares with its grants.
 //!
-//! The declaration is TOML in a custom section named [`NEEDS_SECTION`], anywhere in the
-//! component (the Rust SDK's `needs!` macro puts it in the main module). It is read without
-//! running the plugin. It grants nothing: it only lets the operator see, at load, that a
+//! The declaration is TOML, in a custom section named [`NEEDS_SECTION`] anywhere in the
+//! component (the Rust SDK's `needs!` macro puts it in the main module; `capsule-py build`
+//! at the top level), or in a sidecar file beside it ([`sidecar_path`]: `NAME.capsule.toml`
+//! beside `NAME.wasm`) for toolchains that cannot embed one. It is read without running the
+//! plugin. It grants nothing: it only lets the operator see, at load, that a
 //! plugin will not work as granted.
 
 use serde::Deserialize;
@@ -12,6 +14,11 @@ use super::{Grants, HostRule};
 
 /// The custom section that holds a plugin's needs.
 pub const NEEDS_SECTION: &str = "capsule:needs";
+
+/// Where a plugin file's sidecar declaration lives: `NAME.capsule.toml` beside `NAME.wasm`.
+pub fn sidecar_path(wasm: &std::path::Path) -> std::path::PathBuf {
+    wasm.with_extension("capsule.toml")
+}
 
 /// What to do when a plugin declares needs its grants do not cover.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -62,6 +69,10 @@ pub enum NeedsError {
     Binary(String),
     #[error("its {NEEDS_SECTION} section is not valid: {0}")]
     Invalid(String),
+    #[error("its sidecar declaration is not valid: {0}")]
+    InvalidSidecar(String),
+    #[error("it declares its needs twice, in its {NEEDS_SECTION} section and in a sidecar file; keep one")]
+    Twice,
 }
 
 impl std::fmt::Display for Needs {
@@ -100,6 +111,24 @@ impl Needs {
             }
         }
         Ok(None)
+    }
+
+    /// A plugin's declaration: its custom section or its sidecar's text, never both (which
+    /// would win is not obvious, so neither does). Bytes that are not WebAssembly declare
+    /// nothing here: compiling them reports the better error.
+    pub fn declared(wasm: &[u8], sidecar: Option<&str>) -> Result<Option<Needs>, NeedsError> {
+        let embedded = match Needs::read(wasm) {
+            Err(NeedsError::Binary(_)) => None,
+            other => other?,
+        };
+        match (embedded, sidecar) {
+            (Some(_), Some(_)) => Err(NeedsError::Twice),
+            (embedded, None) => Ok(embedded),
+            (None, Some(text)) => match Needs::parse(text) {
+                Err(NeedsError::Invalid(reason)) => Err(NeedsError::InvalidSidecar(reason)),
+                other => other.map(Some),
+            },
+        }
     }
 
     /// Parse a declaration's text.
@@ -181,5 +210,24 @@ mod tests {
     fn plain_modules_declare_nothing() {
         assert_eq!(Needs::read(b"\0asm\x01\0\0\0").unwrap(), None);
         assert!(Needs::read(b"not wasm").is_err());
+    }
+
+    #[test]
+    fn a_sidecar_declares_what_the_component_does_not() {
+        // A module with a capsule:needs custom section declaring `roots = true`.
+        let mut embedded = b"\0asm\x01\0\0\0".to_vec();
+        let payload = [&[NEEDS_SECTION.len() as u8][..], NEEDS_SECTION.as_bytes(), b"roots = true"].concat();
+        embedded.extend([0, payload.len() as u8]);
+        embedded.extend(payload);
+        let plain = b"\0asm\x01\0\0\0";
+        let roots = Needs { roots: true, ..Needs::default() };
+        assert_eq!(Needs::declared(&embedded, None).unwrap(), Some(roots.clone()));
+        assert_eq!(Needs::declared(plain, Some("roots = true")).unwrap(), Some(roots));
+        assert_eq!(Needs::declared(plain, None).unwrap(), None);
+        assert!(matches!(Needs::declared(&embedded, Some("roots = true")), Err(NeedsError::Twice)));
+        assert!(matches!(Needs::declared(plain, Some("disk = 1")), Err(NeedsError::InvalidSidecar(_))));
+        // Not WebAssembly: compiling it says so better.
+        assert_eq!(Needs::declared(b"not wasm", Some("roots = true")).unwrap().map(|n| n.roots), Some(true));
+        assert_eq!(sidecar_path("/p/calc.wasm".as_ref()), std::path::PathBuf::from("/p/calc.capsule.toml"));
     }
 }

@@ -73,8 +73,6 @@ pub struct Inspection {
     pub exports: Vec<String>,
     /// Why this host cannot link it, if it cannot.
     pub link_error: Option<String>,
-    /// What it declares it needs.
-    pub needs: Option<Needs>,
 }
 
 pub(crate) struct RuntimeInner {
@@ -183,24 +181,23 @@ impl PluginRuntime {
     /// blocking pool, then link it, check its exports and read its tools, resources and
     /// prompts, sandboxed as `grants` say. `account` is the tenant the plugin is loaded for:
     /// its calls count against the tenant's quotas, and its reserve of instances is the
-    /// tenant's plugin's, apart from other tenants'.
+    /// tenant's plugin's, apart from other tenants'. `needs` is what the plugin declares (read
+    /// by the caller, as a sidecar file may hold it); the plugin carries it for the operator.
     pub async fn load(
         &self,
         account: &Arc<Account>,
         name: &str,
-        bytes: Arc<[u8]>,
+        (bytes, needs): (Arc<[u8]>, Option<Needs>),
         grants: Arc<Grants>,
     ) -> Result<Plugin, LoadError> {
         self.check_grants(name, &grants)?;
         let runtime = self.clone();
         let owned = name.to_owned();
-        let (component, sha256, needs) = tokio::task::spawn_blocking(move || {
+        let (component, sha256) = tokio::task::spawn_blocking(move || {
             // Hashed once: the digest names the cache entry and identifies the plugin.
             let sha256 = digest(&bytes);
             let component = runtime.component(&owned, &sha256, &bytes)?;
-            // Read after compiling, so a file that is not a component is reported as such.
-            let needs = Needs::read(&bytes).map_err(|e| LoadError::Needs { plugin: owned, reason: e.to_string() })?;
-            Ok::<_, LoadError>((component, sha256, needs))
+            Ok::<_, LoadError>((component, sha256))
         })
         .await
         .map_err(|e| LoadError::Engine(format!("compile task failed: {e}")))??;
@@ -259,9 +256,7 @@ impl PluginRuntime {
         let imports = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
         let exports = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
         let link_error = self.inner.linker.instantiate_pre(&component).err().map(|e| format!("{e:#}"));
-        let needs =
-            Needs::read(bytes).map_err(|e| LoadError::Needs { plugin: name.to_owned(), reason: e.to_string() })?;
-        Ok(Inspection { sha256: digest(bytes), imports, exports, link_error, needs })
+        Ok(Inspection { sha256: digest(bytes), imports, exports, link_error })
     }
 
     /// Whether this engine can honour `grants` (a memory limit larger than the sandbox slots

@@ -26,9 +26,6 @@ pub enum LoadError {
     /// Listing the plugin's tools, resources or prompts failed.
     #[error("{plugin}: listing its {what} failed: {source}")]
     Listing { plugin: String, what: &'static str, source: CallError },
-    /// The plugin's needs declaration cannot be read.
-    #[error("{plugin}: {reason}")]
-    Needs { plugin: String, reason: String },
     /// The policy forbids loading the plugin as it is.
     #[error("{plugin}: {reason}")]
     Policy { plugin: String, reason: String },

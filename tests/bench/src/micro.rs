@@ -27,7 +27,7 @@ pub async fn instance_call_us(
     reps: usize,
 ) -> anyhow::Result<Vec<f64>> {
     let account = Account::new("bench", Quotas::default());
-    let plugin = runtime.load(&account, "calc", Arc::from(bytes), Arc::new(Grants::default())).await?;
+    let plugin = runtime.load(&account, "calc", (Arc::from(bytes), None), Arc::new(Grants::default())).await?;
     let context = types::RequestContext {
         client: types::ClientCapabilities {
             elicitation_form: false,
@@ -68,7 +68,9 @@ pub async fn load_many_ms(bytes: &[u8], count: usize, reps: usize) -> anyhow::Re
             let runtime = PluginRuntime::new(config)?;
             let start = Instant::now();
             for (i, plugin) in plugins.iter().enumerate() {
-                runtime.load(&account, &format!("plugin{i}"), plugin.clone(), Arc::new(Grants::default())).await?;
+                runtime
+                    .load(&account, &format!("plugin{i}"), (plugin.clone(), None), Arc::new(Grants::default()))
+                    .await?;
             }
             results.push(start.elapsed().as_secs_f64() * 1e3);
         }
