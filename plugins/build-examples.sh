@@ -2,6 +2,8 @@
 # Build the example plugins written with the non-Rust SDKs into target/plugins/lang/, each
 # with the toolchain its SDK uses, installed from the package registries on first use:
 #   python.wasm  plugins/python/app.py with sdk/python (componentize-py, in target/sdk-venv)
+#   js.wasm      plugins/js/app.ts with sdk/js (componentize-js and rolldown from npm),
+#                type-checked with tsc first
 # An example is rebuilt only when its sources or its SDK changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +27,15 @@ if stale "$venv/.installed" sdk/python/pyproject.toml sdk/python/capsule_sdk wit
 fi
 if stale "$out/python.wasm" plugins/python "$venv/.installed"; then
   "$venv/bin/capsule-py" build plugins/python/app.py -o "$out/python.wasm"
+fi
+
+# npm ci only when a lock file changed (or nothing is installed yet).
+for dir in sdk/js plugins/js; do
+  if stale "$dir/node_modules/.installed" "$dir/package-lock.json"; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$dir/node_modules/.installed"
+  fi
+done
+if stale "$out/js.wasm" plugins/js/app.ts plugins/js/tsconfig.json sdk/js/src sdk/js/bin wit; then
+  (cd plugins/js && node_modules/.bin/tsc -p . && node_modules/.bin/capsule-js build app.ts -o "../../$out/js.wasm")
 fi

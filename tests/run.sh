@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 
 
 # The examples written with the non-Rust SDKs (the integration tests load them), and the
-# Python SDK's own unit tests, natively.
+# Python and JavaScript SDKs' own unit tests, natively (the JS ones include type-level tests).
 plugins/build-examples.sh
 (cd sdk/python && ../../target/sdk-venv/python/bin/python -m unittest discover -s tests)
+(cd sdk/js && node --test test/ && ../../plugins/js/node_modules/.bin/tsc -p test)
 
 # Host, catalog, runtime and the integration tests (building the host builds every plugin).
 cargo test --release --workspace

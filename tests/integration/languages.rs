@@ -89,6 +89,16 @@ fn python_example_over_stdio() {
     over_stdio("python");
 }
 
+#[test]
+fn js_example_over_http() {
+    over_http("js");
+}
+
+#[test]
+fn js_example_over_stdio() {
+    over_stdio("js");
+}
+
 /// `capsule check PLUGIN`'s combined output.
 fn check_plugin(plugin: &std::path::Path) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_capsule")).arg("check").arg(plugin).output().unwrap();
