@@ -87,7 +87,7 @@ impl Shared {
             let mut seen = follow.current();
             while let Some((new, changed)) = follow.next(&seen).await {
                 for kind in changed {
-                    notify.list_changed(kind).await;
+                    notify.list_changed(kind, &new).await;
                 }
                 seen = new;
             }

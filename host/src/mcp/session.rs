@@ -16,6 +16,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::request::{ClientLink, LinkError};
+use crate::catalog::Catalog;
 use crate::policy::ClientRoots;
 use crate::runtime::ListKind;
 
@@ -110,6 +111,9 @@ pub fn covers(subscribed: &str, updated: &str) -> bool {
 struct Live {
     link: Arc<dyn ClientLink>,
     state: Arc<SessionState>,
+    /// The catalog in force when the session joined: a change that produced it came before
+    /// the session, which lists it already, so it is not announced to it.
+    joined: Arc<Catalog>,
 }
 
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.
@@ -127,13 +131,13 @@ impl Default for Sessions {
 
 impl Sessions {
     /// Remember a legacy session so it hears about changes (once, however often asked).
-    pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>) {
+    pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>, joined: Arc<Catalog>) {
         if state.registered.swap(true, Ordering::SeqCst) {
             return;
         }
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.link.is_closed());
-        live.push(Live { link, state });
+        live.push(Live { link, state, joined });
     }
 
     /// Listen for changes (for a `subscriptions/listen` stream).
@@ -148,10 +152,10 @@ impl Sessions {
         live.iter().filter_map(|l| Some((l.link.clone(), what(&l.state)?))).collect()
     }
 
-    /// Tell every client that a list changed. Each session is sent to on its own task with a
-    /// time limit, so a client that stops reading delays nobody: not the caller (a reload, a
-    /// tool call), not the other sessions.
-    pub async fn list_changed(&self, kind: ListKind) {
+    /// Tell every client that joined before `new` was published that a list changed in it.
+    /// Each session is sent to on its own task with a time limit, so a client that stops
+    /// reading delays nobody: not the caller (a reload, a tool call), not the other sessions.
+    pub async fn list_changed(&self, kind: ListKind, new: &Arc<Catalog>) {
         let _ = self.changes.send(Change::List(kind));
         let notification = || -> ServerNotification {
             match kind {
@@ -160,7 +164,12 @@ impl Sessions {
                 ListKind::Prompts => PromptListChangedNotification::default().into(),
             }
         };
-        for (link, ()) in self.each(|_| Some(())) {
+        let before_new = {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|l| !l.link.is_closed());
+            live.iter().filter(|l| !Arc::ptr_eq(&l.joined, new)).map(|l| l.link.clone()).collect::<Vec<_>>()
+        };
+        for link in before_new {
             let notification = notification();
             send_in_time(async move { link.notify(notification).await });
         }
