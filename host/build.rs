@@ -16,6 +16,9 @@ use anyhow::{Context, Result, bail};
 /// Plugins compiled into the binary and served when no plugin flag is given.
 const BUNDLED: &[&str] = &["calc", "fetch", "files", "textkit"];
 
+/// The other languages' SDKs and examples, built by plugins/build-examples.sh, not here.
+const OTHER_LANGUAGES: &[&str] = &["plugins/js", "plugins/python", "sdk/js", "sdk/python"];
+
 /// The target plugins are built for.
 const WASM_TARGET: &str = "wasm32-wasip2";
 
@@ -25,8 +28,9 @@ fn main() -> Result<()> {
     let target = env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
     let target = if target.is_absolute() { target } else { root.join(target) };
 
+    let other_languages: Vec<PathBuf> = OTHER_LANGUAGES.iter().map(|dir| root.join(dir)).collect();
     for dir in ["plugins", "sdk", "wit"] {
-        watch(&root.join(dir))?;
+        watch(&root.join(dir), &other_languages)?;
     }
 
     ensure_wasm_target()?;
@@ -111,16 +115,19 @@ fn ensure_wasm_target() -> Result<()> {
     }
 }
 
-/// Re-run when any source file under `dir` changes (but not for build output inside it).
-fn watch(dir: &Path) -> Result<()> {
+/// Re-run when any source file under `dir` changes (but not for build output inside it, nor
+/// under `skip`).
+fn watch(dir: &Path, skip: &[PathBuf]) -> Result<()> {
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         let name = path.file_name().unwrap_or_default();
-        if name == "target" {
+        // Build output, and the other languages' SDKs and examples (plugins/build-examples.sh
+        // builds those): nothing here is an input of the Rust plugins.
+        if name == "target" || name == "node_modules" || name == "__pycache__" || skip.contains(&path) {
             continue;
         }
         if path.is_dir() {
-            watch(&path)?;
+            watch(&path, skip)?;
         } else {
             println!("cargo:rerun-if-changed={}", path.display());
         }

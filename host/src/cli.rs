@@ -12,6 +12,7 @@ use crate::loader::Sources;
 use crate::mcp::StateCodec;
 use crate::policy::{LimitOverrides, MAX_INSTANCES, MAX_MEMORY_MIB, MAX_MILLIS, MAX_OUTPUT_KIB};
 use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
+use crate::scaffold::{self, Language};
 use crate::tenants::{Configuration, Tenants, TenantsConfig};
 use crate::transport::http::HttpOptions;
 
@@ -35,6 +36,32 @@ enum Command {
     /// whether `serve` would load it (its list functions run in the same sandbox `serve`
     /// gives it). Exit status: 0 it loads, 1 `serve` would refuse it, 2 the check could not run.
     Check(CheckArgs),
+    /// Plugin projects.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Make a plugin project that builds with the one command its README.md gives and
+    /// passes `capsule check` as made.
+    New(NewArgs),
+}
+
+#[derive(Debug, Args)]
+struct NewArgs {
+    /// The plugin's name (lowercase letters, digits, '-', '_'); its component is NAME.wasm.
+    name: String,
+    /// The language it is written in.
+    #[arg(long, value_enum)]
+    lang: Language,
+    /// Where to make it (default: ./NAME); must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The Capsule checkout whose SDK the project builds with (default: the one this binary
+    /// was built from).
+    #[arg(long, value_name = "DIR")]
+    capsule: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -249,6 +276,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
             Command::Serve(args) => serve(*args).await.map(|()| ExitCode::SUCCESS),
             Command::Compile(args) => compile(*args).await,
             Command::Check(args) => Ok(check(args).await),
+            Command::Plugin(PluginCommand::New(args)) => plugin_new(args),
         }
     });
     match result {
@@ -448,4 +476,23 @@ async fn serve(args: ServeArgs) -> Result<()> {
         served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served,
         failed = loaded => Err(failed),
     }
+}
+
+/// `capsule plugin new`.
+fn plugin_new(args: NewArgs) -> Result<ExitCode> {
+    let capsule = match args.capsule {
+        Some(dir) => scaffold::check_checkout(&dir)?,
+        None => scaffold::own_checkout()
+            .context("this binary was not built from a Capsule checkout that still exists: pass --capsule DIR")?,
+    };
+    let files = scaffold::render(args.lang, &args.name, &capsule)?;
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
+    scaffold::write(&dir, &files)?;
+    tracing::info!(
+        "made {} ({} files); {} says how to build it",
+        dir.display(),
+        files.len(),
+        dir.join("README.md").display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -43,6 +43,7 @@ pub mod loader;
 pub mod mcp;
 pub mod policy;
 pub mod runtime;
+pub mod scaffold;
 pub mod tenants;
 pub mod transport;
 

@@ -140,3 +140,87 @@ fn a_sidecar_file_declares_needs() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `capsule plugin new NAME --lang LANG` in a scratch folder; the project's folder.
+fn scaffold(lang: &str) -> PathBuf {
+    let parent = scratch_dir(&format!("new-{lang}")).canonicalize().unwrap();
+    let dir = parent.join(format!("demo-{lang}"));
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["plugin", "new", &format!("demo-{lang}"), "--lang", lang, "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "plugin new failed: {}", String::from_utf8_lossy(&made.stderr));
+    assert!(made.stdout.is_empty(), "plugin new wrote to stdout");
+    // Making it again into the same folder is refused, and changes nothing.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["plugin", "new", "other", "--lang", lang, "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("is not empty"));
+    dir
+}
+
+/// Run a build command in `dir`, without the settings this test's own build ran with.
+fn run_in(dir: &std::path::Path, program: &str, args: &[&str], env: &[(&str, &std::path::Path)]) {
+    let mut command = std::process::Command::new(program);
+    command.current_dir(dir).args(args);
+    for var in [
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_PROFILE_RELEASE_DEBUG",
+    ] {
+        command.env_remove(var);
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The built component passes `capsule check` and offers the template's tool.
+fn passes_check(component: &std::path::Path) {
+    let report = check_plugin(component);
+    assert!(report.contains("verdict: loads") && report.contains("tools: stats"), "{report}");
+}
+
+#[test]
+fn plugin_new_rust_builds_and_passes_check() {
+    let dir = scaffold("rust");
+    // A target folder of its own (host/build.rs takes every component in the plugins' one),
+    // kept between runs so the SDK's dependencies are compiled once.
+    let target = root().join("target/scaffold");
+    run_in(&dir, "cargo", &["build", "--release"], &[("CARGO_TARGET_DIR", &target)]);
+    passes_check(&target.join("wasm32-wasip2/release/demo_rust.wasm"));
+}
+
+#[test]
+fn plugin_new_python_builds_and_passes_check() {
+    let dir = scaffold("python");
+    let capsule_py = root().join("target/sdk-venv/python/bin/capsule-py");
+    assert!(capsule_py.is_file(), "run plugins/build-examples.sh first (tests/run.sh does)");
+    run_in(&dir, capsule_py.to_str().unwrap(), &["build", "app.py", "-o", "demo-python.wasm"], &[]);
+    passes_check(&dir.join("demo-python.wasm"));
+}
+
+#[test]
+fn plugin_new_js_and_ts_build_and_pass_check() {
+    for lang in ["js", "ts"] {
+        let dir = scaffold(lang);
+        run_in(&dir, "npm", &["install", "--no-audit", "--no-fund", "--loglevel=error"], &[]);
+        run_in(&dir, "npm", &["run", "build"], &[]);
+        passes_check(&dir.join(format!("demo-{lang}.wasm")));
+    }
+}

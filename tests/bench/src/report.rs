@@ -8,7 +8,7 @@ pub struct Row {
     pub samples: Vec<Sample>,
 }
 
-fn min_median_max(mut values: Vec<f64>) -> (f64, f64, f64) {
+pub fn min_median_max(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => (f64::NAN, f64::NAN, f64::NAN),
