@@ -8,10 +8,14 @@ cd "$(dirname "$0")/.."
 
 
 # The examples written with the non-Rust SDKs (the integration tests load them), and the
-# Python and JavaScript SDKs' own unit tests, natively (the JS ones include type-level tests).
+# Python, JavaScript and C SDKs' own unit tests, natively (the JS ones include type-level
+# tests; the C JSON reader runs under AddressSanitizer and UBSan).
 plugins/build-examples.sh
 (cd sdk/python && ../../target/sdk-venv/python/bin/python -m unittest discover -s tests)
 (cd sdk/js && node --test test/ && ../../plugins/js/node_modules/.bin/tsc -p test)
+mkdir -p target/c-build
+cc -std=c99 -Wall -Wextra -Werror -fsanitize=address,undefined -o target/c-build/json_test sdk/c/test/json_test.c -lm
+target/c-build/json_test
 
 # Host, catalog, runtime and the integration tests (building the host builds every plugin).
 cargo test --release --workspace

@@ -90,6 +90,16 @@ fn python_example_over_stdio() {
 }
 
 #[test]
+fn c_example_over_http() {
+    over_http("c");
+}
+
+#[test]
+fn c_example_over_stdio() {
+    over_stdio("c");
+}
+
+#[test]
 fn js_example_over_http() {
     over_http("js");
 }

@@ -18,8 +18,8 @@ pub struct Example {
     arguments: Value,
 }
 
-/// The examples measured: Rust's `calc` (its `add`), and the Python and TypeScript examples
-/// (their `convert`), built by plugins/build-examples.sh.
+/// The examples measured: Rust's `calc` (its `add`), and the Python, TypeScript and C
+/// examples (their `convert`), built by plugins/build-examples.sh.
 pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
     let convert = json!({"value": 1.609344, "unit": "km"});
     let all = vec![
@@ -30,7 +30,8 @@ pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
             tool: "convert",
             arguments: convert.clone(),
         },
-        Example { language: "js", file: plugins.join("lang/js.wasm"), tool: "convert", arguments: convert },
+        Example { language: "js", file: plugins.join("lang/js.wasm"), tool: "convert", arguments: convert.clone() },
+        Example { language: "c", file: plugins.join("lang/c.wasm"), tool: "convert", arguments: convert },
     ];
     for example in &all {
         anyhow::ensure!(
