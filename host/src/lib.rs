@@ -33,6 +33,10 @@
 //! [`admin`] drives the registry and the loaders only. [`auth`] is a tenant's OAuth resource
 //! server: the HTTP transport authenticates each request with it before reading the body,
 //! and the MCP layer holds the resulting principal to its scopes.
+//!
+//! [`check`] and [`scaffold`] serve plugin authors: `capsule check` runs a plugin through
+//! exactly what `serve` would do, and `capsule plugin new` makes a project in any SDK's
+//! language.
 
 pub mod admin;
 pub mod auth;

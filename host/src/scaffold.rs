@@ -15,6 +15,7 @@ pub enum Language {
     Python,
     Js,
     Ts,
+    C,
 }
 
 /// Why a project cannot be made.
@@ -40,6 +41,7 @@ const RUST: &[(&str, &str)] = templates!("rust": "Cargo.toml", ".cargo/config.to
 const PYTHON: &[(&str, &str)] = templates!("python": "app.py", "README.md");
 const JS: &[(&str, &str)] = templates!("js": "app.js", "package.json", "README.md");
 const TS: &[(&str, &str)] = templates!("ts": "app.ts", "package.json", "tsconfig.json", "README.md");
+const C: &[(&str, &str)] = templates!("c": "plugin.c", "README.md");
 
 /// A checked plugin name: the component's file stem, the package's name.
 fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -58,6 +60,7 @@ pub fn render(language: Language, name: &str, capsule: &Path) -> Result<Vec<(Pat
         Language::Python => (PYTHON, "app.py", "Python"),
         Language::Js => (JS, "app.js", "JavaScript"),
         Language::Ts => (TS, "app.ts", "TypeScript"),
+        Language::C => (C, "plugin.c", "C"),
     };
     let capsule = capsule.display().to_string();
     let fill = |text: &str| {
@@ -105,10 +108,15 @@ mod tests {
         for bad in ["", "Upper", "1st", "has space", "dots.no", &"x".repeat(65)] {
             assert!(matches!(render(Language::Rust, bad, Path::new("/c")), Err(ScaffoldError::Name(_))), "{bad}");
         }
-        for language in [Language::Rust, Language::Python, Language::Js, Language::Ts] {
+        for language in [Language::Rust, Language::Python, Language::Js, Language::Ts, Language::C] {
             let files = render(language, "word-count", Path::new("/opt/capsule")).unwrap();
             for (path, text) in &files {
-                assert!(!text.contains("{{"), "{path:?} keeps a placeholder:\n{text}");
+                // `{{word}}` is a placeholder; C's `{{` (nested initialisers) is not.
+                let placeholder = text.split("{{").skip(1).find(|rest| {
+                    let word = rest.split("}}").next().unwrap_or_default();
+                    rest.contains("}}") && !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase())
+                });
+                assert!(placeholder.is_none(), "{path:?} keeps a placeholder:\n{text}");
             }
             let readme = &files.iter().find(|(p, _)| p == Path::new("README.md")).unwrap().1;
             assert!(readme.starts_with("# word-count"), "{readme}");

@@ -234,3 +234,11 @@ fn plugin_new_js_and_ts_build_and_pass_check() {
         passes_check(&dir.join(format!("demo-{lang}.wasm")));
     }
 }
+
+#[test]
+fn plugin_new_c_builds_and_passes_check() {
+    let dir = scaffold("c");
+    let capsule_c = root().join("sdk/c/capsule-c");
+    run_in(&dir, capsule_c.to_str().unwrap(), &["build", "plugin.c", "-o", "demo-c.wasm"], &[]);
+    passes_check(&dir.join("demo-c.wasm"));
+}
