@@ -122,7 +122,7 @@ impl Gauge {
     }
 }
 
-/// One of a [`Gauge`] in use, released when the hold drops.
+/// One unit of a quota gauge in use, released when the hold drops.
 pub struct Held<'a>(&'a Gauge);
 
 impl Drop for Held<'_> {
