@@ -16,6 +16,8 @@ pub enum Language {
     Js,
     Ts,
     C,
+    /// C++20, over the C SDK's header.
+    Cpp,
 }
 
 /// Why a project cannot be made.
@@ -42,6 +44,7 @@ const PYTHON: &[(&str, &str)] = templates!("python": "app.py", "README.md");
 const JS: &[(&str, &str)] = templates!("js": "app.js", "package.json", "README.md");
 const TS: &[(&str, &str)] = templates!("ts": "app.ts", "package.json", "tsconfig.json", "README.md");
 const C: &[(&str, &str)] = templates!("c": "plugin.c", "README.md");
+const CPP: &[(&str, &str)] = templates!("cpp": "plugin.cpp", "README.md");
 
 /// A checked plugin name: the component's file stem, the package's name.
 fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -61,6 +64,7 @@ pub fn render(language: Language, name: &str, capsule: &Path) -> Result<Vec<(Pat
         Language::Js => (JS, "app.js", "JavaScript"),
         Language::Ts => (TS, "app.ts", "TypeScript"),
         Language::C => (C, "plugin.c", "C"),
+        Language::Cpp => (CPP, "plugin.cpp", "C++"),
     };
     let capsule = capsule.display().to_string();
     let fill = |text: &str| {
@@ -108,7 +112,7 @@ mod tests {
         for bad in ["", "Upper", "1st", "has space", "dots.no", &"x".repeat(65)] {
             assert!(matches!(render(Language::Rust, bad, Path::new("/c")), Err(ScaffoldError::Name(_))), "{bad}");
         }
-        for language in [Language::Rust, Language::Python, Language::Js, Language::Ts, Language::C] {
+        for language in [Language::Rust, Language::Python, Language::Js, Language::Ts, Language::C, Language::Cpp] {
             let files = render(language, "word-count", Path::new("/opt/capsule")).unwrap();
             for (path, text) in &files {
                 // `{{word}}` is a placeholder; C's `{{` (nested initialisers) is not.

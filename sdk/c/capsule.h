@@ -20,6 +20,10 @@
  * Define CAPSULE_IMPLEMENTATION in exactly one .c file before including this header. Files
  * in granted directories are read and written with stdio as usual (fopen on the paths the
  * host mounts); nothing else exists.
+ *
+ * C++ sources include this header as it is (C linkage) and do not define
+ * CAPSULE_IMPLEMENTATION: `capsule-c build` compiles the implementation as C beside them.
+ * CAPSULE_PLUGIN then needs C++20 for designated initializers, or positional ones.
  */
 #ifndef CAPSULE_H
 #define CAPSULE_H
@@ -29,6 +33,10 @@
 
 #include "capsule_json.h"
 #include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One request being served: a tool call, a resource read, a prompt rendering or a
  * completion. Handlers read their arguments from it and put their answer in it. */
@@ -89,6 +97,8 @@ typedef struct {
 #define CAPSULE_NONE NULL, 0
 #define CAPSULE_TABLE(t) (t), (sizeof(t) / sizeof((t)[0]))
 #define CAPSULE_PLUGIN(...) const capsule_plugin capsule_plugin_definition = {__VA_ARGS__}
+/* Declared here so that the definition CAPSULE_PLUGIN makes has external C linkage in C++. */
+extern const capsule_plugin capsule_plugin_definition;
 
 /* Arguments: a tool's (checked against its schema by the host), a prompt's, or a template's
  * variables, as a JSON object. */
@@ -136,14 +146,19 @@ typedef struct {
 bool capsule_elicit(capsule_call *call, const char *key, const char *message, const char *schema,
                     capsule_elicited *out);
 
+#ifdef __cplusplus
+}
+#endif
+
 #ifdef CAPSULE_IMPLEMENTATION
+#ifdef __cplusplus
+#error "the capsule.h implementation is C: capsule-c build compiles it beside C++ sources"
+#endif
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const capsule_plugin capsule_plugin_definition;
 
 enum capsule_kind { CAPSULE_TOOL, CAPSULE_READ, CAPSULE_PROMPT, CAPSULE_COMPLETE };
 

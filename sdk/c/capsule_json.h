@@ -18,12 +18,17 @@
  *     ... out.data, out.len ...; capsule_buf_free(&out);
  *
  * Define CAPSULE_JSON_IMPLEMENTATION in exactly one .c file before including this header.
+ * C++ includes it as it is (the declarations have C linkage); the implementation is C.
  */
 #ifndef CAPSULE_JSON_H
 #define CAPSULE_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
     CAPSULE_JSON_NULL,
@@ -76,7 +81,14 @@ void capsule_buf_printf(capsule_buf *buf, const char *format, ...);
 void capsule_buf_json_string(capsule_buf *buf, const char *text);
 void capsule_buf_free(capsule_buf *buf);
 
+#ifdef __cplusplus
+}
+#endif
+
 #ifdef CAPSULE_JSON_IMPLEMENTATION
+#ifdef __cplusplus
+#error "the capsule_json implementation is C: define CAPSULE_JSON_IMPLEMENTATION in a .c file"
+#endif
 
 #include <math.h>
 #include <stdarg.h>

@@ -5,8 +5,10 @@
 
 use std::path::PathBuf;
 
+use serde_json::{Value, json};
+
 use crate::clients::PYTHON;
-use crate::support::{Server, plugins, root, run_script, scratch_dir};
+use crate::support::{Server, StdioServer, plugins, root, run_script, scratch_dir};
 
 /// A scratch folder holding the example as the only plugin, a granted directory with a file
 /// in it, a file outside it, and the policy granting the directory (read-only).
@@ -241,4 +243,29 @@ fn plugin_new_c_builds_and_passes_check() {
     let capsule_c = root().join("sdk/c/capsule-c");
     run_in(&dir, capsule_c.to_str().unwrap(), &["build", "plugin.c", "-o", "demo-c.wasm"], &[]);
     passes_check(&dir.join("demo-c.wasm"));
+}
+
+/// C++ through the C SDK: libc++ strings in the handler, capsule.h's implementation compiled
+/// as C beside it, and a call answered with the structured output the template promises.
+#[test]
+fn plugin_new_cpp_builds_passes_check_and_answers() {
+    let dir = scaffold("cpp");
+    let capsule_c = root().join("sdk/c/capsule-c");
+    run_in(&dir, capsule_c.to_str().unwrap(), &["build", "plugin.cpp", "-o", "demo-cpp.wasm"], &[]);
+    passes_check(&dir.join("demo-cpp.wasm"));
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(dir.join("demo-cpp.wasm"), plugins.join("demo-cpp.wasm")).unwrap();
+    let mut server = StdioServer::start_with(&["--no-watch", "--plugins", plugins.to_str().unwrap()]);
+    server.initialize("2025-11-25");
+    let mut call = |id: u64, arguments: Value| {
+        server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "stats", "arguments": arguments}}));
+        server.read()["result"].clone()
+    };
+    let result = call(2, json!({"text": "hello wonderful\nworld"}));
+    assert_eq!(result["structuredContent"], json!({"words": 3, "lines": 2, "longest": "wonderful"}), "{result}");
+    let refused = call(3, json!({"text": 3}));
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    server.finish();
 }

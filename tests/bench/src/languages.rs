@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use crate::report::{self, stat_line};
+
 /// One language's example plugin and a trivial tool of it.
 pub struct Example {
     pub language: &'static str,
@@ -154,4 +156,35 @@ pub async fn call_p50_us(example: &Example, cache: &Path, calls: usize) -> anyho
 /// A fresh, empty compile cache directory.
 pub fn empty_cache() -> anyhow::Result<tempfile::TempDir> {
     scratch("cache")
+}
+
+/// The section's rows: for each example, start-up with an empty and a warm cache and the call
+/// p50 over `calls` calls, `reps` times. Returns each language's median call p50 in µs.
+pub async fn section(plugins: &Path, reps: usize, calls: usize) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    println!("\n## Plugins in other languages (stdio, one call at a time)\n");
+    println!("{}", report::STAT_HEADER);
+    let mut call_p50 = Vec::new();
+    for example in examples(plugins)? {
+        let (mut cold, mut warm, mut p50) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let cache = empty_cache()?;
+            cold.push(startup_ms(&example, cache.path()).await?);
+            warm.push(startup_ms(&example, cache.path()).await?);
+            p50.push(call_p50_us(&example, cache.path(), calls).await?);
+        }
+        let name = example.language;
+        println!("{}", stat_line(&format!("{name}: start to first tools/list, empty cache"), "ms", cold));
+        println!("{}", stat_line(&format!("{name}: start to first tools/list, warm cache"), "ms", warm));
+        println!("{}", stat_line(&format!("{name}: call p50, fresh instance ({calls} calls)"), "µs", p50.clone()));
+        call_p50.push((name, report::min_median_max(p50).1));
+    }
+    Ok(call_p50)
+}
+
+/// The summary line: each language's call p50 as a multiple of Rust's.
+pub fn summary(call_p50: &[(&'static str, f64)]) -> String {
+    let rust = call_p50.iter().find(|(l, _)| *l == "rust").map_or(f64::NAN, |(_, p)| *p);
+    let others: Vec<String> =
+        call_p50.iter().filter(|(l, _)| *l != "rust").map(|(l, p)| format!("{l}/rust {:.1}", p / rust)).collect();
+    format!("languages: fresh-instance call p50 {}", others.join(", "))
 }

@@ -68,6 +68,9 @@ enum Serve {
     /// Only the tenant-flood section, for working on it.
     #[command(hide = true)]
     Tenants,
+    /// Only the other-languages section, for working on it.
+    #[command(hide = true)]
+    Languages,
     /// Only generate load against a running server (for profiling it).
     #[command(hide = true)]
     Load {
@@ -118,6 +121,12 @@ fn main() -> ExitCode {
                 quiet_ratio(&flooded, &calm, 99.0)
             );
             Ok(calm.errors() + flooded.errors() + uncontained == 0)
+        }),
+        Some(Serve::Languages) => run(async move {
+            let calls = if args.quick { 50 } else { 300 };
+            let call_p50 = languages::section(&args.plugins, args.reps.max(3), calls).await?;
+            println!("{}", languages::summary(&call_p50));
+            Ok(true)
         }),
         None => run(bench(args)),
     }
@@ -352,24 +361,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     let _ = std::fs::remove_dir_all(&swap_dir);
 
     // Plugins written with the other SDKs, beside Rust's, over stdio.
-    let calls = if args.quick { 50 } else { 300 };
-    println!("\n## Plugins in other languages (stdio, one call at a time)\n");
-    println!("{}", report::STAT_HEADER);
-    let mut call_p50 = Vec::new();
-    for example in languages::examples(&args.plugins)? {
-        let (mut cold, mut warm, mut p50) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..reps {
-            let cache = languages::empty_cache()?;
-            cold.push(languages::startup_ms(&example, cache.path()).await?);
-            warm.push(languages::startup_ms(&example, cache.path()).await?);
-            p50.push(languages::call_p50_us(&example, cache.path(), calls).await?);
-        }
-        let name = example.language;
-        println!("{}", stat_line(&format!("{name}: start to first tools/list, empty cache"), "ms", cold));
-        println!("{}", stat_line(&format!("{name}: start to first tools/list, warm cache"), "ms", warm));
-        println!("{}", stat_line(&format!("{name}: call p50, fresh instance ({calls} calls)"), "µs", p50.clone()));
-        call_p50.push((name, report::min_median_max(p50).1));
-    }
+    let call_p50 = languages::section(&args.plugins, reps, if args.quick { 50 } else { 300 }).await?;
 
     // A well-behaved caller while the hostile battery runs against the same server.
     let battery_dir = std::env::temp_dir().join(format!("capsule-bench-battery-{}", std::process::id()));
@@ -458,10 +450,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         quiet_ratio(&flooded, &calm, 99.0)
     );
     println!("auth: JWT-secured/open throughput {:.2} (c=8, stateless)", ratio(&secured, &open));
-    let rust = call_p50.iter().find(|(l, _)| *l == "rust").map_or(f64::NAN, |(_, p)| *p);
-    let others: Vec<String> =
-        call_p50.iter().filter(|(l, _)| *l != "rust").map(|(l, p)| format!("{l}/rust {:.1}", p / rust)).collect();
-    println!("languages: fresh-instance call p50 {}", others.join(", "));
+    println!("{}", languages::summary(&call_p50));
     let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>()
         + quiet.errors()
         + attacked.errors()
