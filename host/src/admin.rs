@@ -9,8 +9,9 @@
 //! - `POST …/plugins` with `{"path": "/abs/file.wasm"}`: load (or replace) a plugin.
 //! - `DELETE …/plugins/{name}`: stop serving a plugin; running calls finish.
 //!
-//! For the whole server: `GET /admin/tenants` (every tenant's status) and `POST
-//! /admin/tenants/reload` (read the configuration again: tenants come, change and go). On a
+//! For the whole server: `GET /admin/tenants` (every tenant's status), `POST
+//! /admin/tenants/reload` (read the configuration again: tenants come, change and go) and
+//! `GET /metrics` (Prometheus; the server's token only, as it covers every tenant). On a
 //! server with one tenant the same routes work without `/t/{tenant}`.
 //!
 //! The server's token opens every route. A tenant may have a token of its own (its SHA-256
@@ -22,13 +23,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use axum::Json;
 use axum::extract::{FromRequestParts, Path as UrlPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -36,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::find_by_digest;
 use crate::loader::ControlError;
+use crate::telemetry::Scrape;
 use crate::tenants::{Tenant, Tenants};
 
 /// The admin bearer token, kept as its SHA-256 so comparisons take the same time whatever
@@ -97,7 +99,13 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// Start the admin endpoint on `addr`, which must be a loopback address.
-pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: CancellationToken) -> Result<()> {
+pub async fn serve(
+    tenants: Arc<Tenants>,
+    addr: SocketAddr,
+    token: Token,
+    scrape: Scrape,
+    stop: CancellationToken,
+) -> Result<()> {
     if !addr.ip().is_loopback() {
         bail!("the admin endpoint must listen on a loopback address, not {addr}");
     }
@@ -114,6 +122,7 @@ pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: 
         .route("/admin/t/{tenant}/plugins", get(list).post(load))
         .route("/admin/t/{tenant}/plugins/{name}", delete(unload))
         .route("/admin/t/{tenant}/reload", post(reload))
+        .route("/metrics", get(move |Extension(access): Extension<Access>| async move { metrics(&access, &scrape) }))
         .layer(axum::middleware::from_fn_with_state((token, tenants.clone()), guard))
         .with_state(tenants);
     tokio::spawn(async move {
@@ -123,6 +132,17 @@ pub async fn serve(tenants: Arc<Tenants>, addr: SocketAddr, token: Token, stop: 
         }
     });
     Ok(())
+}
+
+/// `GET /metrics`, for the server's token only: the series cover every tenant.
+fn metrics(access: &Access, scrape: &Scrape) -> Response {
+    match access {
+        Access::Server => crate::telemetry::respond(scrape),
+        Access::Tenant(own) => problem(
+            StatusCode::FORBIDDEN,
+            format!("the metrics cover every tenant: this token administers tenant {own} alone"),
+        ),
+    }
 }
 
 /// Refuse anything without the token, and any Host that is not loopback (DNS rebinding).

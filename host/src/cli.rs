@@ -209,6 +209,11 @@ struct AdminArgs {
     /// The admin endpoint's bearer token; created with a random token (mode 0600) if missing.
     #[arg(long, value_name = "FILE", env = "CAPSULE_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics, without a token (the admin
+    /// endpoint serves them too, behind its token). Label values come only from the
+    /// configuration and the catalog, never from clients.
+    #[arg(long = "metrics", value_name = "HOST:PORT")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -414,6 +419,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
     let shutdown = CancellationToken::new();
+    let scrape: crate::telemetry::Scrape = {
+        let runtime = runtime.clone();
+        std::sync::Arc::new(move || {
+            let metrics = &runtime.config().metrics;
+            metrics.instances(runtime.live_instances(), runtime.config().max_instances);
+            metrics.render()
+        })
+    };
     let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone())?;
     let set = tenants.current();
     if set.default_tenant().is_none() && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
@@ -440,7 +453,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if let Some(addr) = args.admin.admin_listen {
         let token_file = args.admin.admin_token_file.as_deref().context("--admin needs --admin-token-file")?;
         let token = crate::admin::token(token_file)?;
-        crate::admin::serve(tenants.clone(), addr, token, shutdown.clone()).await?;
+        crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), shutdown.clone()).await?;
+    }
+    if let Some(addr) = args.admin.metrics_listen {
+        crate::telemetry::serve(addr, scrape, shutdown.clone()).await?;
     }
     if args.stdio {
         let tenant = match args.tenant.as_deref() {

@@ -48,6 +48,7 @@ pub mod mcp;
 pub mod policy;
 pub mod runtime;
 pub mod scaffold;
+pub mod telemetry;
 pub mod tenants;
 pub mod transport;
 

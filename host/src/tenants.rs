@@ -210,7 +210,8 @@ impl Tenants {
     ) -> Arc<Tenant> {
         let stop = self.stop.child_token();
         let loader = Loader::start(self.runtime.clone(), &id, (sources, self.config.watch), policy, stop.clone());
-        let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id));
+        let metrics = self.runtime.config().metrics.clone();
+        let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id), metrics);
         Arc::new(Tenant { id: id.into(), hosts, admin_token, auth, loader, shared, stop })
     }
 

@@ -15,5 +15,6 @@ mod protocol;
 mod quotas;
 mod sandbox;
 mod support;
+mod telemetry;
 mod tenants;
 mod wire;

@@ -3,6 +3,7 @@
 //! through the dispatcher.
 
 use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -21,8 +22,10 @@ use super::{
     check_uri, convert, input, off_reactor, plugin_error,
 };
 use crate::auth::scope::Kind;
+use crate::catalog::ToolEntry;
 use crate::policy::ClientRoots;
 use crate::runtime::types as wit;
+use crate::telemetry::Outcome;
 
 /// `tools/call`'s params, the arguments left as the client's own text.
 #[derive(Deserialize)]
@@ -52,8 +55,35 @@ impl CapsuleServer {
             ));
         };
         authorize(cx, &entry.plugin, Kind::Tools, &params.name)?;
+        let _ = cx.note.tool.set(Arc::from(&*params.name));
+        let metrics = &self.shared.metrics;
+        let (tenant, plugin) = (entry.plugin.account().tenant().clone(), entry.plugin.name().to_owned());
+        let running = metrics.in_flight(&tenant);
+        let tool = params.name.clone().into_owned();
+        let failure = OnceLock::new();
+        let reply = self.run_tool(entry, params, cx, &failure).await;
+        drop(running);
+        let outcome = failure.get().copied().unwrap_or(match &reply {
+            Ok(Reply::Tool(result)) if !result.is_error() => Outcome::Ok,
+            Ok(Reply::Model(ServerResult::InputRequiredResult(_))) => Outcome::InputRequired,
+            _ => Outcome::ToolError,
+        });
+        metrics.call(&tenant, &plugin, &tool, outcome);
+        reply
+    }
+
+    /// The rest of `tools/call` once the tool is found and allowed. A failure of the call
+    /// itself (a limit, a trap, a refusal) is kept in `failure` for the metrics.
+    async fn run_tool(
+        &self,
+        entry: Arc<ToolEntry>,
+        params: CallParams<'_>,
+        cx: &RequestCx,
+        failure: &OnceLock<Outcome>,
+    ) -> Result<Reply, ErrorData> {
         let failed = |message: String| Ok(Reply::Tool(ToolReply::error(message)));
         if let Err(quota) = entry.plugin.account().take(cx.caller(), &params.name).await {
+            let _ = failure.set(Outcome::Busy);
             return failed(quota.to_string());
         }
         let text = params.arguments.map_or("{}", RawValue::get);
@@ -117,7 +147,10 @@ impl CapsuleServer {
             }),
             Ok(Rounds::InputRequired(ir)) => Ok(Reply::Model(ServerResult::InputRequiredResult(ir))),
             Err(Failure::Protocol(error)) => Err(error),
-            Err(Failure::Call(error)) => failed(format!("Tool {} failed: {error}", params.name)),
+            Err(Failure::Call(error)) => {
+                let _ = failure.set(error.outcome());
+                failed(format!("Tool {} failed: {error}", params.name))
+            }
         }
     }
 

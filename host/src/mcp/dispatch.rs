@@ -7,6 +7,7 @@
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -20,12 +21,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
+use crate::telemetry::Operation;
+
 use super::CapsuleServer;
 use super::calls::CallParams;
 use super::lists::{self, VERSIONS};
 use super::meta::{Meta, MetaView};
 use super::reply::Reply;
-use super::request::{ClientLink, Front, RequestCx};
+use super::request::{ClientLink, Front, Note, RequestCx, Transport};
 use super::session::Peer;
 
 /// Which era may call a method.
@@ -123,10 +126,35 @@ impl CapsuleServer {
             transport = origin.transport.name(),
             session = origin.session.as_deref()
         );
-        self.dispatch(method, raw, front).instrument(span).await
+        let started = Instant::now();
+        let note = Arc::<Note>::default();
+        let reply = self.dispatch(method, raw, front, &note).instrument(span).await;
+        let error = match &reply {
+            Ok(Reply::Tool(tool)) if tool.is_error() => Some("tool_error".to_owned()),
+            Ok(_) => None,
+            Err(error) => Some(error.code.0.to_string()),
+        };
+        let op = Operation {
+            method: method.to_owned(),
+            transport: match origin.transport {
+                Transport::Stdio => "pipe",
+                Transport::Http => "tcp",
+            },
+            version: note.version.get().map(|v| v.as_str().to_owned()),
+            tool: note.tool.get().map(|t| t.to_string()),
+            error,
+        };
+        self.shared.metrics.operation(&op, started.elapsed());
+        reply
     }
 
-    async fn dispatch(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<Reply, ErrorData> {
+    async fn dispatch(
+        &self,
+        method: &str,
+        raw: Option<&RawValue>,
+        front: &Front,
+        note: &Arc<Note>,
+    ) -> Result<Reply, ErrorData> {
         // A transport that declares 2026-07-28 rules out the legacy methods before their
         // params are looked at.
         let legacy_only = matches!(
@@ -143,17 +171,17 @@ impl CapsuleServer {
             "initialize" => self.initialize(params(raw)?).map(Reply::from),
             "ping" => {
                 let p: MetaOnly = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, Ok(ServerResult::empty(())))
             }
             "server/discover" => {
                 let p: MetaOnly = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Modern, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Modern, front)?;
                 finish(&cx, Ok(ServerResult::DiscoverResult(lists::discover_result())))
             }
             "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                 let p: Option<PaginatedRequestParams> = optional(raw)?;
-                let cx = self.enter(p.as_ref().and_then(|p| view(&p.meta)), method, Era::Any, front)?;
+                let cx = self.enter(note, p.as_ref().and_then(|p| view(&p.meta)), method, Era::Any, front)?;
                 let result = match method {
                     "tools/list" => self.list_tools(&p, &cx).map(ServerResult::ListToolsResult),
                     "resources/list" => self.list_resources(&p, &cx).map(ServerResult::ListResourcesResult),
@@ -166,43 +194,43 @@ impl CapsuleServer {
             }
             "tools/call" => {
                 let p: CallParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.tools_call(p, &cx).await)
             }
             "resources/read" => {
                 let p: ReadResourceRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.resources_read(p, &cx).await.map(ServerResult::from))
             }
             "prompts/get" => {
                 let p: GetPromptRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.prompts_get(p, &cx).await.map(ServerResult::from))
             }
             "completion/complete" => {
                 let p: rmcp::model::CompleteRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Any, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.completion_complete(p, &cx).await.map(ServerResult::CompleteResult))
             }
             "resources/subscribe" => {
                 let p: SubscribeRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, self.subscribe(p.uri, &cx).map(ServerResult::empty))
             }
             "resources/unsubscribe" => {
                 let p: UnsubscribeRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Legacy, front)?;
                 finish(&cx, self.unsubscribe(&p.uri).map(ServerResult::empty))
             }
             "logging/setLevel" => {
                 let p: SetLevelRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Legacy, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Legacy, front)?;
                 *self.session.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.level);
                 finish(&cx, Ok(ServerResult::empty(())))
             }
             "subscriptions/listen" => {
                 let p: SubscriptionsListenRequestParams = params(raw)?;
-                let cx = self.enter(view(&p.meta), method, Era::Modern, front)?;
+                let cx = self.enter(note, view(&p.meta), method, Era::Modern, front)?;
                 let result = self.listen(&p, &cx, front).await;
                 finish(&cx, result)
             }
@@ -244,6 +272,7 @@ impl CapsuleServer {
     /// describes itself in `_meta`; any other needs a session that began with `initialize`.
     fn enter(
         &self,
+        note: &Arc<Note>,
         meta: Option<&dyn MetaView>,
         method: &str,
         era: Era,
@@ -306,6 +335,9 @@ impl CapsuleServer {
                 capabilities.or_else(|| peer.map(|p| p.capabilities.clone())),
             )
         };
+        if let Some(version) = &version {
+            let _ = note.version.set(version.clone());
+        }
         Ok(RequestCx {
             version,
             client,
@@ -314,6 +346,7 @@ impl CapsuleServer {
             cancelled: front.cancelled.clone(),
             link: front.link.clone(),
             principal: front.origin.principal.clone(),
+            note: note.clone(),
         })
     }
 

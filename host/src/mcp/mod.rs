@@ -37,6 +37,7 @@ use crate::auth::scope::{self, Kind};
 use crate::catalog::{Catalog, Published, page};
 use crate::policy::ClientRoots;
 use crate::runtime::{CallError, Events, Plugin, types as wit};
+use crate::telemetry::Metrics;
 use events::Route;
 use request::RequestCx;
 use session::SessionState;
@@ -74,12 +75,14 @@ pub struct Shared {
     published: Published,
     sessions: Arc<Sessions>,
     codec: StateCodec,
+    metrics: Arc<Metrics>,
 }
 
 impl Shared {
     /// Serve the catalogs `published` carries, sealing request state with `codec`. Clients
-    /// hear of every list that differs between one catalog and the next.
-    pub fn new(published: Published, codec: StateCodec) -> Arc<Self> {
+    /// hear of every list that differs between one catalog and the next. Requests and calls
+    /// are recorded in `metrics`.
+    pub fn new(published: Published, codec: StateCodec, metrics: Arc<Metrics>) -> Arc<Self> {
         let sessions = Arc::<Sessions>::default();
         let mut follow = published.clone();
         let notify = sessions.clone();
@@ -92,7 +95,7 @@ impl Shared {
                 seen = new;
             }
         });
-        Arc::new(Shared { published, sessions, codec })
+        Arc::new(Shared { published, sessions, codec, metrics })
     }
 
     /// The catalog in force. A request keeps the one it started with.

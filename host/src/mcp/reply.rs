@@ -54,6 +54,11 @@ impl ToolReply {
     }
 
     /// A tool error the client reads as text (`isError: true`).
+    /// Whether the tool reported an error (`isError`).
+    pub fn is_error(&self) -> bool {
+        self.is_error
+    }
+
     pub fn error(message: String) -> Self {
         ToolReply {
             content: vec![wit::Content::Text(message)],

@@ -9,7 +9,7 @@
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientResult, LoggingLevel, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
@@ -109,6 +109,16 @@ pub struct Front {
     pub declared: Option<Box<str>>,
 }
 
+/// What the metrics learn about a request while it is served: set once each, and only from
+/// what Capsule itself knows (a revision it speaks, a tool in its catalog).
+#[derive(Default)]
+pub struct Note {
+    /// The revision in force.
+    pub version: OnceLock<ProtocolVersion>,
+    /// The tool called, once the catalog has it.
+    pub tool: OnceLock<Arc<str>>,
+}
+
 /// What one request carries through the MCP layer.
 pub struct RequestCx {
     /// The revision in force: negotiated by the session, or named by a 2026-07-28 request.
@@ -125,6 +135,8 @@ pub struct RequestCx {
     pub link: Arc<dyn ClientLink>,
     /// Who sent it ([`Origin::principal`]).
     pub principal: Option<Arc<Principal>>,
+    /// What the metrics record of it.
+    pub note: Arc<Note>,
 }
 
 impl RequestCx {

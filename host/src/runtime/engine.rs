@@ -16,6 +16,7 @@ use super::pool::InstancePool;
 use super::quota::Account;
 use super::sandbox::CallState;
 use crate::policy::{Grants, Needs};
+use crate::telemetry::Metrics;
 
 /// How often the epoch advances: how often a computing plugin yields to other tasks, its CPU
 /// time is checked against its deadline, and a call past its first half millisecond moves off
@@ -48,6 +49,8 @@ pub struct RuntimeConfig {
     pub event_limit: u32,
     /// Where compiled components are kept between runs; `None` compiles every time.
     pub compile_cache: Option<CompileCache>,
+    /// Where calls, sandboxes and the compile cache are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for RuntimeConfig {
@@ -59,6 +62,7 @@ impl Default for RuntimeConfig {
             stderr_limit: 64 << 10,
             event_limit: 1_000,
             compile_cache: None,
+            metrics: Arc::default(),
         }
     }
 }
@@ -226,7 +230,11 @@ impl PluginRuntime {
         }
         let engine = &self.inner.engine;
         let cache = self.inner.config.compile_cache.as_ref();
-        let component = match cache.and_then(|cache| cache.load(engine, sha256)) {
+        let cached = cache.and_then(|cache| cache.load(engine, sha256));
+        if cache.is_some() {
+            self.inner.config.metrics.compile_cache(cached.is_some());
+        }
+        let component = match cached {
             Some(component) => component,
             None => {
                 let component = self.compile(name, bytes)?;

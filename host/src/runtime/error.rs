@@ -5,6 +5,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::quota::QuotaExceeded;
+use crate::telemetry::Outcome;
 
 /// A plugin could not be loaded.
 #[derive(Debug, Error)]
@@ -79,4 +80,21 @@ pub enum CallError {
     /// Something else in the host failed.
     #[error("internal error running the plugin: {0}")]
     Host(String),
+}
+
+impl CallError {
+    /// How the metrics count a call that failed this way.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            CallError::Deadline(_) => Outcome::Deadline,
+            CallError::WallClock(_) => Outcome::WallClock,
+            CallError::Memory { .. } => Outcome::Memory,
+            CallError::StackOverflow => Outcome::Stack,
+            CallError::Trap(_) => Outcome::Trap,
+            CallError::Output { .. } => Outcome::OutputCap,
+            CallError::PluginBusy(_) | CallError::Busy | CallError::Quota(_) => Outcome::Busy,
+            CallError::Cancelled => Outcome::Cancelled,
+            CallError::Sandbox(_) | CallError::Unsupported(_) | CallError::Host(_) => Outcome::HostError,
+        }
+    }
 }

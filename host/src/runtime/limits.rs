@@ -22,6 +22,8 @@ pub struct MemoryLimitExceeded {
 pub struct Limiter {
     pub memory: usize,
     pub table_elements: usize,
+    /// The largest linear memory allowed so far (for the memory high-water metric).
+    pub peak: usize,
 }
 
 impl wasmtime::ResourceLimiter for Limiter {
@@ -30,6 +32,7 @@ impl wasmtime::ResourceLimiter for Limiter {
         if desired > limit {
             return Err(MemoryLimitExceeded { desired, limit }.into());
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 

@@ -3,6 +3,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
@@ -443,11 +444,19 @@ impl Plugin {
             }
             Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
         });
+        let started = Instant::now();
+        let mut instantiated = None;
         let work = meter.meter(async {
             let instance = self.pre.instantiate_async(&mut store).await?;
+            instantiated = Some(started.elapsed());
             call(&mut store, &instance, std::marker::PhantomData).await
         });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
+        if let Some(instantiated) = instantiated {
+            let guest = started.elapsed().saturating_sub(instantiated);
+            let peak = store.data().limiter.peak;
+            config.metrics.sandbox(self.account.tenant(), &self.name, instantiated, guest, peak);
+        }
         let result = match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.classify(error, &meter, store.data().is_cancelled())),

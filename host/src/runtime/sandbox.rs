@@ -95,7 +95,7 @@ impl CallState {
             wasi.env(name, secret.expose());
         }
         let mounts = sandbox.dirs.preopen(&sandbox.plugin, &mut wasi, sandbox.mounts)?;
-        let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements };
+        let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements, peak: 0 };
         Ok(CallState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),

@@ -1,0 +1,361 @@
+//! The server's metrics, in the Prometheus text format.
+//!
+//! Names follow the OpenTelemetry semantic conventions for MCP where they exist
+//! (`mcp_server_operation_duration_seconds`, with `mcp_method_name`, `gen_ai_tool_name`, `error_type`, `network_transport` and
+//! `mcp_protocol_version` labels); Capsule's own are `capsule_*`. Every label value comes from
+//! the catalog, the configuration or a fixed set, never from what a client wrote, so the
+//! number of series stays bounded whatever clients send: a method Capsule does not serve is
+//! `other`, a tool not in the catalog has no name, a protocol revision Capsule does not speak
+//! is `unsupported`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// The methods Capsule answers: any other is counted as `other`.
+const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// The protocol revisions Capsule speaks: any other is counted as `unsupported`.
+const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// One of `set`, or `fallback`: a label value that cannot be chosen by a client.
+fn bounded(value: &str, set: &[&'static str], fallback: &'static str) -> &'static str {
+    set.iter().find(|known| **known == value).copied().unwrap_or(fallback)
+}
+
+/// How a plugin call ended, as the calls counter labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A result the tool meant.
+    Ok,
+    /// A result with `isError`: bad arguments, the tool's own failure, an output that does
+    /// not match its schema.
+    ToolError,
+    /// The call stopped to ask the client for input (2026-07-28).
+    InputRequired,
+    Deadline,
+    WallClock,
+    Memory,
+    Stack,
+    Trap,
+    OutputCap,
+    /// No instance, plugin concurrency or a tenant quota was free within the wait.
+    Busy,
+    Cancelled,
+    HostError,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::InputRequired => "input_required",
+            Outcome::Deadline => "deadline",
+            Outcome::WallClock => "wall_clock",
+            Outcome::Memory => "memory",
+            Outcome::Stack => "stack",
+            Outcome::Trap => "trap",
+            Outcome::OutputCap => "output_cap",
+            Outcome::Busy => "busy",
+            Outcome::Cancelled => "cancelled",
+            Outcome::HostError => "host_error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    mcp_method_name: &'static str,
+    gen_ai_tool_name: String,
+    error_type: String,
+    network_transport: &'static str,
+    mcp_protocol_version: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tenant: String,
+    plugin: String,
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    tenant: String,
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latencies() -> Histogram {
+    // 50 µs to ~1.6 s, doubling.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// A request being served, as the operation-duration histogram will record it.
+pub struct Operation {
+    /// The method (any string: it is bounded when recorded).
+    pub method: String,
+    /// `pipe` (stdio) or `tcp` (HTTP), as the conventions name transports.
+    pub transport: &'static str,
+    /// The revision in force, if known (bounded when recorded).
+    pub version: Option<String>,
+    /// The tool called, if the catalog has it.
+    pub tool: Option<String>,
+    /// Empty when it succeeded; else a JSON-RPC error code, or `tool_error`.
+    pub error: Option<String>,
+}
+
+/// Every series the server exports. One per server, shared by its tenants, handed down to
+/// each layer that records into it: not a process-wide singleton.
+pub struct Metrics {
+    registry: Registry,
+    operations: Histograms<OperationLabels>,
+    calls: Family<CallLabels, Counter>,
+    in_flight: Family<TenantLabels, Gauge>,
+    instantiate: Histograms<PluginLabels>,
+    guest: Histograms<PluginLabels>,
+    memory_high_water: Family<PluginLabels, Gauge>,
+    live_instances: Gauge,
+    instance_capacity: Gauge,
+    compile_cache: Family<ResultLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let operations = Histograms::<OperationLabels>::new_with_constructor(latencies as fn() -> Histogram);
+        registry.register_with_unit(
+            "mcp_server_operation_duration",
+            "Time to answer an MCP request, from its arrival to its answer",
+            Unit::Seconds,
+            operations.clone(),
+        );
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "capsule_plugin_calls",
+            "Tool calls by tenant, plugin, tool and how they ended",
+            calls.clone(),
+        );
+        let in_flight = Family::<TenantLabels, Gauge>::default();
+        registry.register("capsule_calls_in_flight", "Plugin calls running now", in_flight.clone());
+        let instantiate = Histograms::<PluginLabels>::new_with_constructor(latencies as fn() -> Histogram);
+        registry.register_with_unit(
+            "capsule_sandbox_instantiate_duration",
+            "Time to build a call's fresh sandbox and instantiate the plugin in it",
+            Unit::Seconds,
+            instantiate.clone(),
+        );
+        let guest = Histograms::<PluginLabels>::new_with_constructor(latencies as fn() -> Histogram);
+        registry.register_with_unit(
+            "capsule_guest_duration",
+            "Time a call spent in the plugin once instantiated",
+            Unit::Seconds,
+            guest.clone(),
+        );
+        let memory_high_water = Family::<PluginLabels, Gauge>::default();
+        registry.register_with_unit(
+            "capsule_plugin_memory_high_water",
+            "The most linear memory one call of the plugin has used",
+            Unit::Bytes,
+            memory_high_water.clone(),
+        );
+        let live_instances = Gauge::default();
+        registry.register(
+            "capsule_instances_live",
+            "Plugin instances alive now (one per running call)",
+            live_instances.clone(),
+        );
+        let instance_capacity = Gauge::default();
+        registry.register(
+            "capsule_instances_capacity",
+            "Plugin instances the engine's pool can hold at once",
+            instance_capacity.clone(),
+        );
+        let compile_cache = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "capsule_compile_cache_lookups",
+            "Compile cache lookups, by hit or miss",
+            compile_cache.clone(),
+        );
+        Metrics {
+            registry,
+            operations,
+            calls,
+            in_flight,
+            instantiate,
+            guest,
+            memory_high_water,
+            live_instances,
+            instance_capacity,
+            compile_cache,
+        }
+    }
+
+    /// Record one answered request.
+    pub fn operation(&self, op: &Operation, took: Duration) {
+        let labels = OperationLabels {
+            mcp_method_name: bounded(&op.method, METHODS, "other"),
+            gen_ai_tool_name: op.tool.clone().unwrap_or_default(),
+            error_type: op.error.clone().unwrap_or_default(),
+            network_transport: op.transport,
+            mcp_protocol_version: op.version.as_deref().map_or("", |v| bounded(v, VERSIONS, "unsupported")),
+        };
+        self.operations.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// Count a tool call that ended as `outcome`.
+    pub fn call(&self, tenant: &str, plugin: &str, tool: &str, outcome: Outcome) {
+        let labels = CallLabels {
+            tenant: tenant.to_owned(),
+            plugin: plugin.to_owned(),
+            tool: tool.to_owned(),
+            outcome: outcome.label(),
+        };
+        self.calls.get_or_create(&labels).inc();
+    }
+
+    /// A call of `tenant`'s is running until the guard drops.
+    pub fn in_flight(self: &Arc<Self>, tenant: &str) -> InFlight {
+        let labels = TenantLabels { tenant: tenant.to_owned() };
+        self.in_flight.get_or_create(&labels).inc();
+        InFlight { metrics: self.clone(), labels }
+    }
+
+    /// Record one call's sandbox: how long instantiating took, how long the guest ran, and
+    /// the most memory it used.
+    pub fn sandbox(&self, tenant: &str, plugin: &str, instantiate: Duration, guest: Duration, memory: usize) {
+        let labels = PluginLabels { tenant: tenant.to_owned(), plugin: plugin.to_owned() };
+        self.instantiate.get_or_create(&labels).observe(instantiate.as_secs_f64());
+        self.guest.get_or_create(&labels).observe(guest.as_secs_f64());
+        let memory = i64::try_from(memory).unwrap_or(i64::MAX);
+        self.memory_high_water.get_or_create(&labels).inner().fetch_max(memory, Ordering::Relaxed);
+    }
+
+    /// The engine's instances: alive now, and how many the pool holds.
+    pub fn instances(&self, live: usize, capacity: u32) {
+        self.live_instances.set(i64::try_from(live).unwrap_or(i64::MAX));
+        self.instance_capacity.set(i64::from(capacity));
+    }
+
+    /// Count a compile cache lookup.
+    pub fn compile_cache(&self, hit: bool) {
+        self.compile_cache.get_or_create(&ResultLabels { result: if hit { "hit" } else { "miss" } }).inc();
+    }
+
+    /// Everything, in the Prometheus text exposition format (OpenMetrics flavour).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// A running call, counted in `capsule_calls_in_flight` until dropped.
+pub struct InFlight {
+    metrics: Arc<Metrics>,
+    labels: TenantLabels,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.metrics.in_flight.get_or_create(&self.labels).dec();
+    }
+}
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_chosen_strings_never_become_label_values() {
+        let metrics = Metrics::new();
+        for (i, method) in ["tools/call", "evil/method-1", "evil/method-2"].iter().enumerate() {
+            let op = Operation {
+                method: (*method).to_owned(),
+                transport: "tcp",
+                version: Some(format!("1999-01-0{i}")),
+                tool: None,
+                error: Some("-32601".into()),
+            };
+            metrics.operation(&op, Duration::from_millis(2));
+        }
+        let text = metrics.render();
+        assert!(!text.contains("evil") && !text.contains("1999"), "{text}");
+        assert!(text.contains(r#"mcp_method_name="other""#) && text.contains(r#"mcp_protocol_version="unsupported""#));
+        assert!(text.contains(r#"mcp_method_name="tools/call""#), "{text}");
+        assert!(text.contains("mcp_server_operation_duration_seconds_count"), "{text}");
+    }
+
+    #[test]
+    fn calls_in_flight_and_memory_high_water() {
+        let metrics = Arc::new(Metrics::new());
+        let running = metrics.in_flight("acme");
+        assert!(metrics.render().contains(r#"capsule_calls_in_flight{tenant="acme"} 1"#));
+        drop(running);
+        assert!(metrics.render().contains(r#"capsule_calls_in_flight{tenant="acme"} 0"#));
+        metrics.sandbox("acme", "calc", Duration::from_micros(9), Duration::from_micros(3), 2 << 20);
+        metrics.sandbox("acme", "calc", Duration::from_micros(9), Duration::from_micros(3), 1 << 20);
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"capsule_plugin_memory_high_water_bytes{tenant="acme",plugin="calc"} 2097152"#),
+            "{text}"
+        );
+        metrics.call("acme", "calc", "add", Outcome::Deadline);
+        assert!(
+            metrics
+                .render()
+                .contains(r#"capsule_plugin_calls_total{tenant="acme",plugin="calc",tool="add",outcome="deadline"} 1"#)
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! What operators see of the server: metrics in the Prometheus text format, served on the
+//! admin listener and on `--metrics HOST:PORT`.
+//!
+//! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
+//! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
+//! its shared state), so a server's metrics are its own, not the process's.
+
+mod metrics;
+mod serve;
+
+pub use metrics::{CONTENT_TYPE, InFlight, Metrics, Operation, Outcome};
+pub use serve::{Scrape, respond, serve};

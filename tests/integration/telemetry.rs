@@ -1,0 +1,145 @@
+//! What operators see: `/metrics` on its own listener and on the admin one, read over real
+//! sockets after a known sequence of calls.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, first_text, plugins, scratch_dir};
+
+/// The value of the series whose name and labels start as `series` says (e.g.
+/// `capsule_plugin_calls_total{tenant="default",plugin="calc"`), summed over the rest.
+fn value(text: &str, series: &str) -> f64 {
+    text.lines().filter(|l| l.starts_with(series)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+fn calls(text: &str, plugin: &str, tool: &str, outcome: &str) -> f64 {
+    value(
+        text,
+        &format!(
+            r#"capsule_plugin_calls_total{{tenant="default",plugin="{plugin}",tool="{tool}",outcome="{outcome}"}}"#
+        ),
+    )
+}
+
+async fn scrape(url: &str, token: Option<&str>) -> (u16, String, String) {
+    let mut request = reqwest::Client::new().get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("scrape");
+    let status = response.status().as_u16();
+    let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    (status, kind, response.text().await.unwrap_or_default())
+}
+
+fn address_in_log(server: &Server, before: &str) -> String {
+    let log = server.wait_for_log(before);
+    log.split(before).nth(1).and_then(|rest| rest.split_whitespace().next()).expect("address in the log").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_calls_by_outcome_with_bounded_labels() {
+    let dir = scratch_dir("metrics").canonicalize().unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.hostile]\nlimits = { cpu_ms = 1000, timeout_ms = 20000, memory_mib = 32 }\n")
+        .unwrap();
+    let (hostile, calc) = (plugins().join("testing/hostile.wasm"), plugins().join("calc.wasm"));
+    let token_file = dir.join("admin-token");
+    let server = Server::http_in(
+        &dir,
+        &[
+            "--config",
+            policy.to_str().unwrap(),
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "--plugin",
+            calc.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let metrics = address_in_log(&server, "metrics on ");
+    let (status, kind, before) = scrape(&metrics, None).await;
+    assert_eq!(status, 200, "{before}");
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    assert!(before.contains("# TYPE capsule_instances_capacity gauge"), "{before}");
+
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let call = |id: i64, name: &str, arguments: Value| {
+        let session = session.clone();
+        let name = name.to_owned();
+        async move { session.request(id, "tools/call", json!({"name": name, "arguments": arguments})).await }
+    };
+    for id in 0..3 {
+        let sum = call(10 + id, "add", json!({"a": 2, "b": 2})).await;
+        assert_eq!(first_text(&sum["result"]), "4", "{sum}");
+    }
+    let refused = call(20, "add", json!({"a": "two"})).await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let spun = call(21, "spin", json!({})).await;
+    assert!(first_text(&spun["result"]).contains("CPU deadline"), "{spun}");
+    let hogged = call(22, "hog", json!({})).await;
+    assert!(first_text(&hogged["result"]).contains("memory limit"), "{hogged}");
+    let crashed = call(23, "crash", json!({})).await;
+    assert_eq!(crashed["result"]["isError"], json!(true), "{crashed}");
+    // A spin the client cancels while it runs (well inside its CPU deadline).
+    let spinning = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            session
+                .post(&json!({"jsonrpc": "2.0", "id": 24, "method": "tools/call",
+                    "params": {"name": "spin", "arguments": {}}}))
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while value(&scrape(&metrics, None).await.2, r#"capsule_calls_in_flight{tenant="default"}"#) < 1.0 {
+        assert!(Instant::now() < deadline, "the spin never started:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    session.post(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 24}})).await;
+    tokio::time::timeout(Duration::from_secs(10), spinning).await.expect("the cancelled call ended").unwrap();
+    // Names no catalog holds and revisions Capsule does not speak stay out of the labels.
+    let unknown = call(25, "no-such-tool-xyzzy", json!({})).await;
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    session.post(&json!({"jsonrpc": "2.0", "id": 26, "method": "evil/method-xyzzy", "params": {}})).await;
+
+    let (_, _, text) = scrape(&metrics, None).await;
+    assert_eq!(calls(&text, "calc", "add", "ok"), 3.0, "{text}");
+    assert_eq!(calls(&text, "calc", "add", "tool_error"), 1.0, "{text}");
+    assert_eq!(calls(&text, "hostile", "spin", "deadline"), 1.0, "{text}");
+    assert_eq!(calls(&text, "hostile", "hog", "memory"), 1.0, "{text}");
+    assert_eq!(calls(&text, "hostile", "crash", "trap"), 1.0, "{text}");
+    assert_eq!(calls(&text, "hostile", "spin", "cancelled"), 1.0, "{text}");
+    assert_eq!(value(&text, r#"capsule_calls_in_flight{tenant="default"}"#), 0.0, "{text}");
+    assert!(!text.contains("xyzzy"), "a client-chosen string became a label value:\n{text}");
+    let ok_adds = r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="add",error_type="",network_transport="tcp",mcp_protocol_version="2025-11-25"}"#;
+    assert_eq!(value(&text, ok_adds), 3.0, "{text}");
+    assert!(text.contains(r#"mcp_method_name="other""#), "{text}");
+    assert!(text.contains(r#"error_type="tool_error""#) && text.contains(r#"error_type="-32602""#), "{text}");
+    // Each call had a sandbox: instantiation and guest time, and a memory high-water mark
+    // no larger than the cap.
+    let instantiated = r#"capsule_sandbox_instantiate_duration_seconds_count{tenant="default",plugin="calc"}"#;
+    assert!(value(&text, instantiated) >= 4.0, "{text}");
+    let high_water = value(&text, r#"capsule_plugin_memory_high_water_bytes{tenant="default",plugin="hostile"}"#);
+    assert!(high_water > 0.0 && high_water <= (32 << 20) as f64, "{text}");
+    assert_eq!(value(&text, "capsule_instances_live "), 0.0, "{text}");
+    assert!(value(&text, "capsule_instances_capacity ") >= 1.0, "{text}");
+    assert!(value(&text, "capsule_compile_cache_lookups_total{") >= 2.0, "{text}");
+
+    // The admin listener serves the same, behind the server's token.
+    let admin = address_in_log(&server, "admin endpoint on ");
+    let admin_metrics = format!("{}/metrics", admin.trim_end_matches("/admin"));
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    assert_eq!(scrape(&admin_metrics, None).await.0, 401);
+    let (status, _, text) = scrape(&admin_metrics, Some(&token)).await;
+    assert_eq!(status, 200);
+    assert_eq!(calls(&text, "calc", "add", "ok"), 3.0, "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
