@@ -1,6 +1,7 @@
 //! What operators see: `/metrics` on its own listener and on the admin one, read over real
 //! sockets after a known sequence of calls.
 
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -31,6 +32,64 @@ async fn scrape(url: &str, token: Option<&str>) -> (u16, String, String) {
     let status = response.status().as_u16();
     let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     (status, kind, response.text().await.unwrap_or_default())
+}
+
+/// A real Prometheus server (Debian's `prometheus`) on 127.0.0.1, scraping `target`
+/// (`host:port`) every second, with its storage in a scratch folder.
+struct Prometheus {
+    child: Child,
+    api: String,
+}
+
+impl Prometheus {
+    fn start(dir: &std::path::Path, target: &str) -> Prometheus {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{ scrape_interval: 1s, scrape_timeout: 900ms }}\n\
+                 scrape_configs:\n  - job_name: capsule\n    static_configs: [{{ targets: [\"{target}\"] }}]\n"
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package `prometheus`; .ci/run installs it)");
+        Prometheus { child, api: format!("http://127.0.0.1:{port}/api/v1/query") }
+    }
+
+    /// The value of an instant query returning one sample, once there is one.
+    async fn query(&self, query: &str) -> Option<f64> {
+        let response = reqwest::Client::new().get(&self.api).query(&[("query", query)]).send().await.ok()?;
+        let body: Value = response.json().await.ok()?;
+        body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// Wait until `query` has the value `wanted` (scrapes come every second).
+    async fn expect(&self, query: &str, wanted: f64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = self.query(query).await;
+            if got == Some(wanted) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "prometheus: {query} is {got:?}, not {wanted}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn address_in_log(server: &Server, before: &str) -> String {
@@ -110,7 +169,17 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     assert!(unknown.get("error").is_some(), "{unknown}");
     session.post(&json!({"jsonrpc": "2.0", "id": 26, "method": "evil/method-xyzzy", "params": {}})).await;
 
+    let open = r#"capsule_sessions_open{tenant="default"}"#;
+    assert_eq!(value(&scrape(&metrics, None).await.2, open), 1.0);
+    let id = session.session.clone().expect("a session");
+    let ended = reqwest::Client::new().delete(&server.url).header("mcp-session-id", id).send().await.unwrap();
+    assert_eq!(ended.status().as_u16(), 204);
+
     let (_, _, text) = scrape(&metrics, None).await;
+    assert_eq!(value(&text, open), 0.0, "{text}");
+    let lasted =
+        r#"mcp_server_session_duration_seconds_count{network_transport="tcp",mcp_protocol_version="2025-11-25"}"#;
+    assert_eq!(value(&text, lasted), 1.0, "{text}");
     assert_eq!(calls(&text, "calc", "add", "ok"), 3.0, "{text}");
     assert_eq!(calls(&text, "calc", "add", "tool_error"), 1.0, "{text}");
     assert_eq!(calls(&text, "hostile", "spin", "deadline"), 1.0, "{text}");
@@ -141,5 +210,23 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     let (status, _, text) = scrape(&admin_metrics, Some(&token)).await;
     assert_eq!(status, 200);
     assert_eq!(calls(&text, "calc", "add", "ok"), 3.0, "{text}");
+
+    // A real Prometheus scrapes the same series from the metrics listener.
+    let prometheus = Prometheus::start(&dir, metrics.trim_start_matches("http://").trim_end_matches("/metrics"));
+    prometheus.expect(r#"up{job="capsule"}"#, 1.0).await;
+    for (plugin, tool, outcome, wanted) in [
+        ("calc", "add", "ok", 3.0),
+        ("calc", "add", "tool_error", 1.0),
+        ("hostile", "spin", "deadline", 1.0),
+        ("hostile", "hog", "memory", 1.0),
+        ("hostile", "spin", "cancelled", 1.0),
+    ] {
+        let series = format!(r#"capsule_plugin_calls_total{{plugin="{plugin}",tool="{tool}",outcome="{outcome}"}}"#);
+        prometheus.expect(&series, wanted).await;
+    }
+    let adds = r#"sum(mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="add",error_type=""})"#;
+    prometheus.expect(adds, 3.0).await;
+    prometheus.expect(r#"count(capsule_plugin_memory_high_water_bytes{plugin="hostile"} > 0)"#, 1.0).await;
+    drop(prometheus);
     let _ = std::fs::remove_dir_all(dir);
 }

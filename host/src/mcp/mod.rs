@@ -102,6 +102,11 @@ impl Shared {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.published.current()
     }
+
+    /// Where requests, calls and sessions are recorded.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
 }
 
 /// How long a request that depends on the plugins waits for them while the server's first
@@ -121,6 +126,11 @@ impl CapsuleServer {
     /// A server for a new connection or session.
     pub fn new(shared: Arc<Shared>) -> Self {
         CapsuleServer { shared, session: Arc::default() }
+    }
+
+    /// The revision `initialize` agreed on, once it has.
+    pub fn version(&self) -> Option<&str> {
+        self.session.peer.get().map(|peer| peer.version.as_str())
     }
 
     /// Wait (up to [`FIRST_LOAD_WAIT`]) for the first load of the plugins, if it is still

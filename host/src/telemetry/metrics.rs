@@ -1,7 +1,8 @@
 //! The server's metrics, in the Prometheus text format.
 //!
 //! Names follow the OpenTelemetry semantic conventions for MCP where they exist
-//! (`mcp_server_operation_duration_seconds`, with `mcp_method_name`, `gen_ai_tool_name`, `error_type`, `network_transport` and
+//! (`mcp_server_operation_duration_seconds`, `mcp_server_session_duration_seconds`, with
+//! `mcp_method_name`, `gen_ai_tool_name`, `error_type`, `network_transport` and
 //! `mcp_protocol_version` labels); Capsule's own are `capsule_*`. Every label value comes from
 //! the catalog, the configuration or a fixed set, never from what a client wrote, so the
 //! number of series stays bounded whatever clients send: a method Capsule does not serve is
@@ -96,6 +97,12 @@ struct OperationLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionLabels {
+    network_transport: &'static str,
+    mcp_protocol_version: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     tenant: String,
     plugin: String,
@@ -126,6 +133,11 @@ fn latencies() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
 }
 
+fn lifetimes() -> Histogram {
+    // 1 s to ~3 days, by fours.
+    Histogram::new(exponential_buckets(1.0, 4.0, 10))
+}
+
 /// A request being served, as the operation-duration histogram will record it.
 pub struct Operation {
     /// The method (any string: it is bounded when recorded).
@@ -145,6 +157,8 @@ pub struct Operation {
 pub struct Metrics {
     registry: Registry,
     operations: Histograms<OperationLabels>,
+    sessions_ended: Histograms<SessionLabels>,
+    sessions_open: Family<TenantLabels, Gauge>,
     calls: Family<CallLabels, Counter>,
     in_flight: Family<TenantLabels, Gauge>,
     instantiate: Histograms<PluginLabels>,
@@ -177,6 +191,15 @@ impl Metrics {
             Unit::Seconds,
             operations.clone(),
         );
+        let sessions_ended = Histograms::<SessionLabels>::new_with_constructor(lifetimes as fn() -> Histogram);
+        registry.register_with_unit(
+            "mcp_server_session_duration",
+            "How long HTTP sessions lasted, from initialize to their end (DELETE, expiry, eviction)",
+            Unit::Seconds,
+            sessions_ended.clone(),
+        );
+        let sessions_open = Family::<TenantLabels, Gauge>::default();
+        registry.register("capsule_sessions_open", "HTTP sessions open now", sessions_open.clone());
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "capsule_plugin_calls",
@@ -227,6 +250,8 @@ impl Metrics {
         Metrics {
             registry,
             operations,
+            sessions_ended,
+            sessions_open,
             calls,
             in_flight,
             instantiate,
@@ -248,6 +273,21 @@ impl Metrics {
             mcp_protocol_version: op.version.as_deref().map_or("", |v| bounded(v, VERSIONS, "unsupported")),
         };
         self.operations.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// A session of `tenant`'s opened.
+    pub fn session_opened(&self, tenant: &str) {
+        self.sessions_open.get_or_create(&TenantLabels { tenant: tenant.to_owned() }).inc();
+    }
+
+    /// A session of `tenant`'s over `transport` ended after `lasted`, at `version`.
+    pub fn session_ended(&self, tenant: &str, transport: &'static str, version: Option<&str>, lasted: Duration) {
+        self.sessions_open.get_or_create(&TenantLabels { tenant: tenant.to_owned() }).dec();
+        let labels = SessionLabels {
+            network_transport: transport,
+            mcp_protocol_version: version.map_or("", |v| bounded(v, VERSIONS, "unsupported")),
+        };
+        self.sessions_ended.get_or_create(&labels).observe(lasted.as_secs_f64());
     }
 
     /// Count a tool call that ended as `outcome`.

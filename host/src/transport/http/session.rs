@@ -26,6 +26,7 @@ use super::super::pending::Pending;
 use super::HttpOptions;
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
+use crate::telemetry::Metrics;
 
 /// Events a session keeps for its GET stream (and for resuming it).
 const RING: usize = 64;
@@ -48,6 +49,8 @@ pub struct Session {
     seen: AtomicU64,
     /// Fires when the session ends (DELETE, expiry, shutdown).
     pub ended: CancellationToken,
+    /// When `initialize` made it.
+    opened: Instant,
 }
 
 #[derive(Default)]
@@ -188,6 +191,9 @@ pub enum Full {
 }
 
 struct Live {
+    /// Where sessions are counted, as the tenant's.
+    metrics: Arc<Metrics>,
+    tenant: Arc<str>,
     sessions: HashMap<Arc<str>, Arc<Session>>,
     per_address: HashMap<IpAddr, usize>,
     /// Sessions of every tenant together, for the server's cap.
@@ -205,6 +211,7 @@ impl Live {
             *self.per_address.entry(address).or_default() += 1;
         }
         self.sessions.insert(session.id.clone(), session);
+        self.metrics.session_opened(&self.tenant);
     }
 
     fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
@@ -220,6 +227,7 @@ impl Live {
         }
         session.ended.cancel();
         session.pending.fail_all();
+        self.metrics.session_ended(&self.tenant, "tcp", session.server.version(), session.opened.elapsed());
         Some(session)
     }
 }
@@ -228,6 +236,9 @@ impl Drop for Live {
     /// A removed tenant's table goes with its sessions: they no longer count.
     fn drop(&mut self) {
         self.server.fetch_sub(self.sessions.len(), Ordering::Relaxed);
+        for session in self.sessions.values() {
+            self.metrics.session_ended(&self.tenant, "tcp", session.server.version(), session.opened.elapsed());
+        }
     }
 }
 
@@ -254,7 +265,13 @@ impl SessionTable {
         options: &HttpOptions,
         shutdown: CancellationToken,
     ) -> Arc<SessionTable> {
-        let live = Live { sessions: HashMap::new(), per_address: HashMap::new(), server };
+        let live = Live {
+            metrics: shared.metrics().clone(),
+            tenant: account.tenant().clone(),
+            sessions: HashMap::new(),
+            per_address: HashMap::new(),
+            server,
+        };
         let table = Arc::new(SessionTable {
             live: RwLock::new(live),
             shared,
@@ -327,6 +344,7 @@ impl SessionTable {
             wake: Notify::new(),
             seen: AtomicU64::new(self.now()),
             ended: self.shutdown.child_token(),
+            opened: Instant::now(),
         });
         live.insert(session.clone());
         Ok(session)
