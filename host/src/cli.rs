@@ -22,6 +22,16 @@ use crate::transport::http::HttpOptions;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log records are written to stderr: `text` for people, `json` (one object per
+    /// line) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "CAPSULE_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,14 +266,14 @@ pub fn main() -> ExitCode {
 /// Run the command line with these arguments (the first is the program name).
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let cli = Cli::parse_from(args);
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAPSULE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSULE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+        // Spans' fields ride along in each record, so a shipper can group a request's lines.
+        LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).flatten_event(true).init(),
+    }
     // Twice as many workers as cores: plugin calls compute on the workers (yielding every
     // epoch tick), so with one worker per core a few spinning plugins hold them all and every
     // other request waits for a tick. With spare workers the kernel time-slices, and a worker

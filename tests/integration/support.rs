@@ -63,7 +63,7 @@ impl Server {
         let server = Server::starting(dir, args);
         // Tests compile plugins side by side on two cores: loading may take a while.
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !server.log().contains(" ready: ") {
+        while !is_ready(&server.log()) {
             assert!(Instant::now() < deadline, "capsule never loaded its plugins; its log:\n{}", server.log());
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -91,7 +91,7 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    let _ = tx.send(rest.trim().to_owned());
+                    let _ = tx.send(address(rest).to_owned());
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
@@ -372,6 +372,16 @@ impl SseStream {
     }
 }
 
+/// Whether a log (text or JSON records) says the first load is done.
+pub fn is_ready(log: &str) -> bool {
+    log.contains(" ready: ") || log.contains("\"ready: ")
+}
+
+/// The address at the start of `rest`, in a text log line or a JSON one.
+pub fn address(rest: &str) -> &str {
+    rest.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or_default()
+}
+
 /// `capsule serve --stdio` over real pipes: write messages, read one JSON line at a time.
 pub struct StdioServer {
     child: Child,
@@ -401,7 +411,7 @@ impl StdioServer {
         let (ready, loaded) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains(" ready: ") {
+                if is_ready(&line) {
                     let _ = ready.send(());
                 }
             }
@@ -476,12 +486,7 @@ impl Admin {
 
     pub fn of(server: &Server, token_file: &std::path::Path) -> Admin {
         let log = server.wait_for_log("admin endpoint on http://");
-        let base = log
-            .split("admin endpoint on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .expect("admin address in the log")
-            .to_owned();
+        let base = log.split("admin endpoint on ").nth(1).map(address).expect("admin address in the log").to_owned();
         let token = std::fs::read_to_string(token_file).expect("the server wrote the token").trim().to_owned();
         Admin { http: reqwest::Client::new(), base, token }
     }

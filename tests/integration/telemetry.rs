@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, first_text, plugins, scratch_dir};
+use crate::support::{Client, Server, address, first_text, plugins, scratch_dir};
 
 /// The value of the series whose name and labels start as `series` says (e.g.
 /// `capsule_plugin_calls_total{tenant="default",plugin="calc"`), summed over the rest.
@@ -94,7 +94,7 @@ impl Drop for Prometheus {
 
 fn address_in_log(server: &Server, before: &str) -> String {
     let log = server.wait_for_log(before);
-    log.split(before).nth(1).and_then(|rest| rest.split_whitespace().next()).expect("address in the log").to_owned()
+    log.split(before).nth(1).map(address).expect("address in the log").to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -228,5 +228,50 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     prometheus.expect(adds, 3.0).await;
     prometheus.expect(r#"count(capsule_plugin_memory_high_water_bytes{plugin="hostile"} > 0)"#, 1.0).await;
     drop(prometheus);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--log-format json`: every record is one JSON object on its own line, and neither the
+/// admin token nor a bearer token a client sent appears in any of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_are_one_object_per_line_and_carry_no_secrets() {
+    let dir = scratch_dir("json-logs").canonicalize().unwrap();
+    let token_file = dir.join("admin-token");
+    let calc = plugins().join("calc.wasm");
+    let server = Server::http_in(
+        &dir,
+        &[
+            "--log-format",
+            "json",
+            "--plugin",
+            calc.to_str().unwrap(),
+            "--admin",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    let admin = address_in_log(&server, "admin endpoint on ");
+    let http = reqwest::Client::new();
+    let status = http.get(format!("{admin}/plugins")).bearer_auth(&token).send().await.unwrap().status();
+    assert_eq!(status.as_u16(), 200);
+    let wrong = "not-the-token-4c1d9e";
+    let refused = http.get(format!("{admin}/plugins")).bearer_auth(wrong).send().await.unwrap().status();
+    assert_eq!(refused.as_u16(), 401);
+    let mut client = Client::new(&server.url);
+    client.bearer = Some("client-bearer-secret-77aa".into());
+    client.initialize("2025-11-25", json!({})).await;
+    let sum = client.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(first_text(&sum["result"]), "3", "{sum}");
+    let log = server.wait_for_log("\"level\":\"INFO\"");
+    assert!(log.lines().count() >= 3, "{log}");
+    for line in log.lines() {
+        let record: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(record["timestamp"].is_string() && record["level"].is_string(), "{line}");
+    }
+    for secret in [token.as_str(), wrong, "client-bearer-secret-77aa"] {
+        assert!(!log.contains(secret), "a secret reached the log:\n{log}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
