@@ -258,6 +258,29 @@ struct HttpArgs {
     allowed_origins: Vec<String>,
 }
 
+/// Logs to stderr as `format` says, filtered by `CAPSULE_LOG`; with `traces`, Capsule's spans
+/// (debug level and up, whatever the log filter) and its info events go to OTLP as well.
+fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSULE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).boxed(),
+        // Spans' fields ride along in each record, so a shipper can group a request's lines.
+        LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).flatten_event(true).boxed(),
+    };
+    let exported = traces.map(|traces| {
+        let capsule = |meta: &tracing::Metadata<'_>| meta.target().starts_with("capsule");
+        traces.layer().with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+            capsule(meta) && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
+        }))
+    });
+    tracing_subscriber::registry().with(logs.with_filter(filter)).with(exported).init();
+}
+
 /// Run the command line; logs go to stderr, stdout belongs to the stdio transport.
 pub fn main() -> ExitCode {
     main_with_args(std::env::args_os())
@@ -266,14 +289,14 @@ pub fn main() -> ExitCode {
 /// Run the command line with these arguments (the first is the program name).
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let cli = Cli::parse_from(args);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSULE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
-    match cli.log_format {
-        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
-        // Spans' fields ride along in each record, so a shipper can group a request's lines.
-        LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).flatten_event(true).init(),
-    }
+    let traces = match crate::telemetry::Traces::from_env() {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("capsule: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logs(cli.log_format, traces.as_ref());
     // Twice as many workers as cores: plugin calls compute on the workers (yielding every
     // epoch tick), so with one worker per core a few spinning plugins hold them all and every
     // other request waits for a tick. With spare workers the kernel time-slices, and a worker

@@ -398,10 +398,16 @@ impl StdioServer {
     /// plugins that join after `initialize` are announced with list-change notifications,
     /// which would come between the answers these tests read.
     pub fn start_with(args: &[&str]) -> StdioServer {
+        StdioServer::start_with_env(args, &[])
+    }
+
+    /// [`StdioServer::start_with`] with more environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> StdioServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .args(["serve", "--stdio"])
             .args(args)
             .env("CAPSULE_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

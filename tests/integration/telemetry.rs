@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, address, first_text, plugins, scratch_dir};
+use crate::support::{Client, Server, StdioServer, address, first_text, plugins, root, scratch_dir};
 
 /// The value of the series whose name and labels start as `series` says (e.g.
 /// `capsule_plugin_calls_total{tenant="default",plugin="calc"`), summed over the rest.
@@ -274,4 +274,88 @@ async fn json_logs_are_one_object_per_line_and_carry_no_secrets() {
         assert!(!log.contains(secret), "a secret reached the log:\n{log}");
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The OTLP receiver of tests/clients/otlp.sh, collecting the spans it prints.
+struct Receiver {
+    child: Child,
+    endpoint: String,
+    spans: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::BufRead;
+        let mut child = Command::new(root().join("tests/clients/otlp.sh"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the OTLP receiver");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("the receiver's port").unwrap();
+        let port = first.strip_prefix("port ").expect("`port N` first").to_owned();
+        let spans = std::sync::Arc::<std::sync::Mutex<Vec<Value>>>::default();
+        let sink = spans.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(serde_json::from_str(&line).expect("a span as JSON"));
+            }
+        });
+        Receiver { child, endpoint: format!("http://127.0.0.1:{port}"), spans }
+    }
+
+    /// The span named `name` in trace `trace`, once it has arrived.
+    fn span(&self, trace: &str, name: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let spans = self.spans.lock().unwrap().clone();
+            if let Some(span) = spans.iter().find(|s| s["trace_id"] == trace && s["name"] == name) {
+                return span.clone();
+            }
+            assert!(Instant::now() < deadline, "no span {name} in trace {trace}; received: {spans:#?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client's `traceparent` in `params._meta` (stdio, where there are no headers) is the
+/// parent of the server's span, which is the parent of the plugin call's, whose children are
+/// the sandbox build and the guest call; all in the client's trace, exported over OTLP.
+#[test]
+fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
+    let receiver = Receiver::start();
+    let calc = plugins().join("calc.wasm");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let mut server = StdioServer::start_with_env(&["--no-watch", "--plugin", calc.to_str().unwrap()], &env);
+    server.initialize("2025-11-25");
+    let (trace, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 1, "b": 2},
+        "_meta": {"traceparent": format!("00-{trace}-{client_span}-01"), "tracestate": "vendor=1"}}}));
+    assert_eq!(first_text(&server.read()["result"]), "3");
+    server.finish();
+
+    let request = receiver.span(trace, "tools/call add");
+    assert_eq!(request["parent_span_id"], client_span, "{request}");
+    assert_eq!(request["kind"], 2, "a server span: {request}");
+    assert_eq!(request["service"], "capsule", "{request}");
+    let attributes = &request["attributes"];
+    assert_eq!(attributes["mcp.method.name"], "tools/call", "{request}");
+    assert_eq!(attributes["gen_ai.tool.name"], "add", "{request}");
+    assert_eq!(attributes["network.transport"], "pipe", "{request}");
+    assert_eq!(attributes["mcp.protocol.version"], "2025-11-25", "{request}");
+    let call = receiver.span(trace, "capsule.plugin.call calc");
+    assert_eq!(call["parent_span_id"], request["span_id"], "{call}");
+    for child in ["capsule.sandbox.build", "capsule.guest.call"] {
+        let span = receiver.span(trace, child);
+        assert_eq!(span["parent_span_id"], call["span_id"], "{span}");
+    }
 }

@@ -6,6 +6,7 @@
 
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,7 +29,7 @@ use super::calls::CallParams;
 use super::lists::{self, VERSIONS};
 use super::meta::{Meta, MetaView};
 use super::reply::Reply;
-use super::request::{ClientLink, Front, Note, RequestCx, Transport};
+use super::request::{ClientLink, Front, Note, RequestCx};
 use super::session::Peer;
 
 /// Which era may call a method.
@@ -100,6 +101,24 @@ fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result
     }
 }
 
+/// What the request span needs of the params before the request is read: the tool's name
+/// and the client's W3C trace context, which the MCP conventions carry in `_meta`.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<TraceMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct TraceMeta<'a> {
+    #[serde(borrow, default)]
+    traceparent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tracestate: Option<Cow<'a, str>>,
+}
+
 /// Whether answering `method` depends on which plugins are loaded.
 fn serves_plugins(method: &str) -> bool {
     matches!(
@@ -120,15 +139,38 @@ impl CapsuleServer {
     /// Answer one request.
     pub async fn request(&self, method: &str, raw: Option<&RawValue>, front: &Front) -> Result<Reply, ErrorData> {
         let origin = &front.origin;
+        // Named and described as the OpenTelemetry MCP conventions say (`otel.*` fields set
+        // the exported span's name and kind), and continuing the client's trace. Its name and
+        // parent are fixed when it starts, so what they need is read first, only when spans
+        // are wanted (an exporter, or debug logs).
+        let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::DEBUG);
+        let peek = if traced { raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()) } else { None };
+        let tool = peek
+            .as_ref()
+            .and_then(|p| p.name.as_deref())
+            .filter(|name| method == "tools/call" && self.shared.catalog().tool(name).is_some());
+        let name = match tool {
+            Some(tool) => format!("{method} {tool}"),
+            None => method.to_owned(),
+        };
         let span = tracing::debug_span!(
             "request",
-            method,
-            transport = origin.transport.name(),
-            session = origin.session.as_deref()
+            otel.name = name,
+            otel.kind = "server",
+            mcp.method.name = method,
+            mcp.session.id = origin.session.as_deref(),
+            mcp.protocol.version = tracing::field::Empty,
+            network.transport = origin.transport.network(),
+            gen_ai.tool.name = tool,
+            error.type = tracing::field::Empty,
         );
+        let context = peek.as_ref().and_then(|p| p.meta.as_ref());
+        if let Some(parent) = context.and_then(|m| m.traceparent.as_deref()) {
+            crate::telemetry::continue_trace(&span, parent, context.and_then(|m| m.tracestate.as_deref()));
+        }
         let started = Instant::now();
         let note = Arc::<Note>::default();
-        let reply = self.dispatch(method, raw, front, &note).instrument(span).await;
+        let reply = self.dispatch(method, raw, front, &note).instrument(span.clone()).await;
         let error = match &reply {
             Ok(Reply::Tool(tool)) if tool.is_error() => Some("tool_error".to_owned()),
             Ok(_) => None,
@@ -136,15 +178,20 @@ impl CapsuleServer {
         };
         let op = Operation {
             method: method.to_owned(),
-            transport: match origin.transport {
-                Transport::Stdio => "pipe",
-                Transport::Http => "tcp",
-            },
+            transport: origin.transport.network(),
             version: note.version.get().map(|v| v.as_str().to_owned()),
             tool: note.tool.get().map(|t| t.to_string()),
             error,
         };
         self.shared.metrics.operation(&op, started.elapsed());
+        if !span.is_disabled() {
+            if let Some(version) = &op.version {
+                span.record("mcp.protocol.version", version.as_str());
+            }
+            if let Some(error) = &op.error {
+                span.record("error.type", error.as_str());
+            }
+        }
         reply
     }
 

@@ -57,11 +57,11 @@ pub enum Transport {
 }
 
 impl Transport {
-    /// The name logs use.
-    pub fn name(self) -> &'static str {
+    /// The name the OpenTelemetry conventions give it (`network.transport`).
+    pub fn network(self) -> &'static str {
         match self {
-            Transport::Stdio => "stdio",
-            Transport::Http => "http",
+            Transport::Stdio => "pipe",
+            Transport::Http => "tcp",
         }
     }
 }

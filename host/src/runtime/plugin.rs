@@ -5,6 +5,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
@@ -446,11 +448,19 @@ impl Plugin {
         });
         let started = Instant::now();
         let mut instantiated = None;
-        let work = meter.meter(async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            instantiated = Some(started.elapsed());
-            call(&mut store, &instance, std::marker::PhantomData).await
-        });
+        // The sandbox build and the guest's run, each a span under the request's.
+        let span = tracing::debug_span!("plugin call", otel.name = %format_args!("capsule.plugin.call {}", self.name),
+            capsule.plugin = %self.name, capsule.tenant = %self.account.tenant());
+        let work = meter.meter(
+            async {
+                let sandbox = tracing::debug_span!("sandbox build", otel.name = "capsule.sandbox.build");
+                let instance = self.pre.instantiate_async(&mut store).instrument(sandbox).await?;
+                instantiated = Some(started.elapsed());
+                let guest = tracing::debug_span!("guest call", otel.name = "capsule.guest.call");
+                call(&mut store, &instance, std::marker::PhantomData).instrument(guest).await
+            }
+            .instrument(span),
+        );
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);

@@ -1,5 +1,5 @@
 //! What operators see of the server: metrics in the Prometheus text format, served on the
-//! admin listener and on `--metrics HOST:PORT`.
+//! admin listener and on `--metrics HOST:PORT`; traces exported over OTLP.
 //!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
@@ -7,6 +7,8 @@
 
 mod metrics;
 mod serve;
+mod traces;
 
 pub use metrics::{CONTENT_TYPE, InFlight, Metrics, Operation, Outcome};
 pub use serve::{Scrape, respond, serve};
+pub use traces::{TraceSetupError, Traces, continue_trace};

@@ -1,0 +1,60 @@
+"""An OTLP/HTTP receiver for traces (POST /v1/traces, protobuf or JSON bodies, gzip or not),
+decoding with the OpenTelemetry project's own messages. Prints `port N`, then one JSON line
+per span: ids in hex, name, kind, and attributes as strings."""
+import gzip
+import http.server
+import json
+import sys
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+def value(any_value):
+    kind = any_value.WhichOneof("value")
+    return str(getattr(any_value, kind)) if kind else ""
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.headers.get("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        request = ExportTraceServiceRequest()
+        if self.path != "/v1/traces":
+            self.send_error(404)
+            return
+        if "json" in (self.headers.get("content-type") or ""):
+            json_format.Parse(body, request)
+        else:
+            request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            service = {a.key: value(a.value) for a in resource_spans.resource.attributes}.get("service.name", "")
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    print(json.dumps({
+                        "service": service,
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(),
+                        "name": span.name,
+                        "kind": span.kind,
+                        "attributes": {a.key: value(a.value) for a in span.attributes},
+                    }), flush=True)
+        answer = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(f"port {server.server_address[1]}", flush=True)
+server.serve_forever()
