@@ -60,7 +60,12 @@ impl Server {
     /// [`Server::http`] with `dir` as its working directory, so relative paths in `args` are
     /// relative to it, as an operator would write them.
     pub fn http_in(dir: &std::path::Path, args: &[&str]) -> Server {
-        let server = Server::starting(dir, args);
+        Server::http_with_env(dir, args, &[])
+    }
+
+    /// [`Server::http_in`] with more environment variables.
+    pub fn http_with_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let server = Server::starting_with_env(dir, args, env);
         // Tests compile plugins side by side on two cores: loading may take a while.
         let deadline = Instant::now() + Duration::from_secs(120);
         while !is_ready(&server.log()) {
@@ -72,6 +77,10 @@ impl Server {
 
     /// Start `capsule serve` and return once it listens, its plugins perhaps still loading.
     pub fn starting(dir: &std::path::Path, args: &[&str]) -> Server {
+        Server::starting_with_env(dir, args, &[])
+    }
+
+    fn starting_with_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .current_dir(dir)
@@ -79,6 +88,7 @@ impl Server {
             .args(listen)
             .args(args)
             .env("CAPSULE_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

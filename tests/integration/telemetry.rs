@@ -359,3 +359,29 @@ fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
         assert_eq!(span["parent_span_id"], call["span_id"], "{span}");
     }
 }
+
+/// Over HTTP the client's trace context comes in the `traceparent` header.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_traceparent_header_is_the_parent_of_the_server_span() {
+    let receiver = Receiver::start();
+    let dir = scratch_dir("trace-http").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let server = Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &env);
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let (trace, client_span) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let traceparent = format!("00-{trace}-{client_span}-01");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    let request = receiver.span(trace, "tools/call add");
+    assert_eq!(request["parent_span_id"], client_span, "{request}");
+    assert_eq!(request["attributes"]["network.transport"], "tcp", "{request}");
+    assert!(request["attributes"]["mcp.session.id"].as_str().is_some_and(|s| !s.is_empty()), "{request}");
+    let call = receiver.span(trace, "capsule.plugin.call calc");
+    assert_eq!(call["parent_span_id"], request["span_id"], "{call}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}

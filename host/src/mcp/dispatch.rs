@@ -164,9 +164,14 @@ impl CapsuleServer {
             gen_ai.tool.name = tool,
             error.type = tracing::field::Empty,
         );
-        let context = peek.as_ref().and_then(|p| p.meta.as_ref());
-        if let Some(parent) = context.and_then(|m| m.traceparent.as_deref()) {
-            crate::telemetry::continue_trace(&span, parent, context.and_then(|m| m.tracestate.as_deref()));
+        let in_meta = peek.as_ref().and_then(|p| p.meta.as_ref()).and_then(|m| Some((m.traceparent.as_deref()?, m)));
+        let in_headers = origin.trace.as_deref().filter(|_| traced);
+        match (in_meta, in_headers) {
+            (Some((parent, meta)), _) => crate::telemetry::continue_trace(&span, parent, meta.tracestate.as_deref()),
+            (None, Some(headers)) => {
+                crate::telemetry::continue_trace(&span, &headers.traceparent, headers.tracestate.as_deref())
+            }
+            (None, None) => {}
         }
         let started = Instant::now();
         let note = Arc::<Note>::default();

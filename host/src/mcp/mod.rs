@@ -29,7 +29,7 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
 
-pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, Transport};
+pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, TraceContext, Transport};
 pub use session::{InFlight, Sessions};
 pub use state::StateCodec;
 

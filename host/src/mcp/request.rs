@@ -79,18 +79,40 @@ pub struct Origin {
     /// caller (stdio, or HTTP to a tenant without `[auth]`), and all of those are one caller
     /// to per-caller quotas.
     pub principal: Option<Arc<Principal>>,
+    /// The W3C trace context the transport carried (HTTP's `traceparent` and `tracestate`
+    /// headers); `params._meta` may carry its own, which wins.
+    pub trace: Option<Arc<TraceContext>>,
+}
+
+/// W3C trace context, as the client sent it.
+#[derive(Debug)]
+pub struct TraceContext {
+    pub traceparent: Box<str>,
+    pub tracestate: Option<Box<str>>,
+}
+
+impl TraceContext {
+    /// The context in HTTP headers, if there is one.
+    pub fn from_headers(headers: &http::HeaderMap) -> Option<Arc<TraceContext>> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(Box::<str>::from);
+        Some(Arc::new(TraceContext { traceparent: text("traceparent")?, tracestate: text("tracestate") }))
+    }
 }
 
 impl Origin {
     /// A request over stdio.
     pub fn stdio() -> Origin {
-        Origin { transport: Transport::Stdio, session: None, principal: None }
+        Origin { transport: Transport::Stdio, session: None, principal: None, trace: None }
     }
 
     /// A request over HTTP, in `session` if it has one, from `principal` if the tenant
-    /// authenticates its callers.
-    pub fn http(session: Option<Arc<str>>, principal: Option<Arc<Principal>>) -> Origin {
-        Origin { transport: Transport::Http, session, principal }
+    /// authenticates its callers, with the trace context of its headers.
+    pub fn http(
+        session: Option<Arc<str>>,
+        principal: Option<Arc<Principal>>,
+        trace: Option<Arc<TraceContext>>,
+    ) -> Origin {
+        Origin { transport: Transport::Http, session, principal, trace }
     }
 }
 

@@ -19,7 +19,7 @@ use super::exchange::{self, Answer, OnDrop, json};
 use super::session::{Session, SessionTable};
 use super::text;
 use crate::auth::{Authenticator, Principal};
-use crate::mcp::{Front, Origin};
+use crate::mcp::{Front, Origin, TraceContext};
 
 /// The session a request names, if it names one.
 /// The session a request names. A name that is not even text names no session there is
@@ -61,12 +61,13 @@ pub async fn post(
         },
         None => None,
     };
+    let sender = Sender { caller, trace: TraceContext::from_headers(headers) };
     match (incoming, session) {
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
-            initialize(table, (client, caller), id, params).await
+            initialize(table, (client, &sender), id, params).await
         }
-        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, caller), auth).await,
-        (Incoming::Batch(items), Some(session)) => batch(&session, items, caller).await,
+        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, &sender), auth).await,
+        (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender).await,
         (Incoming::Batch(_), None) => {
             let error = ErrorData::invalid_request(
                 format!(
@@ -115,14 +116,27 @@ fn declares_version(params: Option<&RawValue>) -> bool {
         .is_some_and(|p| p.meta.is_some_and(|m| m.version.is_some()))
 }
 
+/// Who sent a POST, and the trace context of its headers: what the origin of each of its
+/// messages carries.
+struct Sender<'a> {
+    caller: &'a Caller,
+    trace: Option<Arc<TraceContext>>,
+}
+
+impl Sender<'_> {
+    fn origin(&self, session: &Session) -> Origin {
+        Origin::http(Some(session.id.clone()), self.caller.clone(), self.trace.clone())
+    }
+}
+
 /// `initialize`: a new session, answered with its id.
 async fn initialize(
     table: &Arc<SessionTable>,
-    (client, caller): (Option<IpAddr>, &Caller),
+    (client, sender): (Option<IpAddr>, &Sender<'_>),
     id: RequestId,
     params: Option<&RawValue>,
 ) -> Response {
-    let session = match table.create(client, caller.as_ref().map(|p| p.id.clone())) {
+    let session = match table.create(client, sender.caller.as_ref().map(|p| p.id.clone())) {
         Ok(session) => session,
         Err(full) => {
             let error = ErrorData::new(ErrorCode(-32000), full.to_string(), None);
@@ -130,13 +144,13 @@ async fn initialize(
         }
     };
     let (link, _notes) = exchange::link(None);
-    let origin = Origin::http(Some(session.id.clone()), caller.clone());
+    let origin = sender.origin(&session);
     let front = Front { origin, id, link, cancelled: session.ended.child_token(), declared: None };
     let answer = session.server.request("initialize", params, &front).await;
     let mut response = match answer {
         Ok(result) => json(StatusCode::OK, jsonrpc::response(&front.id, &result)),
         Err(error) => {
-            table.remove(&session.id, caller_id(caller));
+            table.remove(&session.id, caller_id(sender.caller));
             return json(StatusCode::OK, jsonrpc::error(Some(&front.id), &error));
         }
     };
@@ -156,12 +170,12 @@ struct Written {
 }
 
 /// Take one message: notifications and answers at once, a request as work to run.
-fn one(session: &Arc<Session>, message: Message<'_>, caller: &Caller) -> OneOf {
+fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> OneOf {
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             let in_flight = session.server.begin(&id);
-            let origin = Origin::http(Some(session.id.clone()), caller.clone());
+            let origin = sender.origin(session);
             let front = Front { origin, id, link, cancelled: in_flight.token().clone(), declared: None };
             let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
@@ -219,7 +233,7 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Respons
 
 /// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
-async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>, caller: &Caller) -> Response {
+async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>, sender: &Sender<'_>) -> Response {
     if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session") {
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
@@ -228,7 +242,7 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
     for item in items {
         match jsonrpc::batch_element(item) {
             Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
-            Ok(message) => match one(session, message, caller) {
+            Ok(message) => match one(session, message, sender) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
                     // Each element's messages join the batch's one stream.

@@ -15,7 +15,7 @@ use super::exchange::{self, Answer, OnDrop, json};
 use super::headers;
 use super::legacy::Caller;
 use crate::auth::Authenticator;
-use crate::mcp::{CapsuleServer, Front, Origin};
+use crate::mcp::{CapsuleServer, Front, Origin, TraceContext};
 
 /// Serve one 2026-07-28 POST body (already read and within limits).
 pub async fn serve(
@@ -61,7 +61,7 @@ pub async fn serve(
     // A client that closes the stream cancels the request.
     let cancelled = shutdown.child_token();
     let front = Front {
-        origin: Origin::http(None, caller.clone()),
+        origin: Origin::http(None, caller.clone(), TraceContext::from_headers(headers)),
         id,
         link,
         cancelled: cancelled.clone(),
