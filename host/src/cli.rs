@@ -274,9 +274,12 @@ fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
     };
     let exported = traces.map(|traces| {
         let capsule = |meta: &tracing::Metadata<'_>| meta.target().starts_with("capsule");
-        traces.layer().with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+        let wanted = tracing_subscriber::filter::filter_fn(move |meta| {
             capsule(meta) && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
-        }))
+        });
+        // The hint keeps `log` records of the dependencies below debug from being built
+        // and converted at all (a filter without one would let every `log::trace!` through).
+        traces.layer().with_filter(wanted.with_max_level_hint(tracing::Level::DEBUG))
     });
     tracing_subscriber::registry().with(logs.with_filter(filter)).with(exported).init();
 }

@@ -63,7 +63,14 @@ impl Traces {
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     {
-        tracing_opentelemetry::layer().with_tracer(self.provider.tracer("capsule"))
+        // Only the attributes the spans name: source locations, thread names, targets and
+        // busy/idle times would triple what each span costs to build, encode and send.
+        tracing_opentelemetry::layer()
+            .with_tracer(self.provider.tracer("capsule"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
     }
 }
 

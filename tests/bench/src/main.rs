@@ -11,6 +11,7 @@ mod load;
 mod micro;
 mod report;
 mod servers;
+mod telemetry;
 mod tenants;
 
 use std::ffi::OsString;
@@ -71,6 +72,9 @@ enum Serve {
     /// Only the other-languages section, for working on it.
     #[command(hide = true)]
     Languages,
+    /// Only the cost of tracing and metrics, for working on it.
+    #[command(hide = true)]
+    Watching,
     /// Only generate load against a running server (for profiling it).
     #[command(hide = true)]
     Load {
@@ -122,6 +126,12 @@ fn main() -> ExitCode {
             );
             Ok(calm.errors() + flooded.errors() + uncontained == 0)
         }),
+        Some(Serve::Watching) => run(async move {
+            let (reps, duration) = (args.reps.max(3), Duration::from_secs_f64(args.seconds.unwrap_or(5.0)));
+            let (plain, observed) = observed_cost(&args, duration / 5, duration, reps).await?;
+            println!("telemetry: traced and scraped/plain throughput {:.2} (c=8, stateless)", ratio(&observed, &plain));
+            Ok(plain.errors() + observed.errors() == 0)
+        }),
         Some(Serve::Languages) => run(async move {
             let calls = if args.quick { 50 } else { 300 };
             let call_p50 = languages::section(&args.plugins, args.reps.max(3), calls).await?;
@@ -154,9 +164,15 @@ struct Server {
 impl Server {
     /// Start `capsule-bench <args>` and wait for the address it listens on.
     async fn start(args: &[&str]) -> anyhow::Result<Server> {
+        Server::start_with_env(args, &[]).await
+    }
+
+    /// [`Server::start`] with more environment variables.
+    async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Server> {
         let mut child = tokio::process::Command::new(std::env::current_exe()?)
             .args(args)
             .env("CAPSULE_LOG", "warn,capsule::transport=info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -402,6 +418,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     let (calm, flooded, flood_uncontained) = tenant_flood(&args, warmup, duration, reps).await?;
     // What checking a JWT on every request costs.
     let (open, secured) = auth_cost(&args, warmup, duration, reps).await?;
+    let (plain, observed) = observed_cost(&args, warmup, duration, reps).await?;
 
     // Ratios against the baselines of this run.
     println!("\n## Ratios of median throughput (same run)\n");
@@ -450,6 +467,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         quiet_ratio(&flooded, &calm, 99.0)
     );
     println!("auth: JWT-secured/open throughput {:.2} (c=8, stateless)", ratio(&secured, &open));
+    println!("telemetry: traced and scraped/plain throughput {:.2} (c=8, stateless)", ratio(&observed, &plain));
     println!("{}", languages::summary(&call_p50));
     let errors: u64 = http_rows.iter().chain(&stdio_rows).flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>()
         + quiet.errors()
@@ -457,6 +475,8 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         + calm.errors()
         + flooded.errors()
         + open.errors()
+        + plain.errors()
+        + observed.errors()
         + secured.errors()
         + flood_uncontained
         + uncontained;
@@ -554,6 +574,41 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
     print_pair("Authentication: an open tenant and a JWT-secured one (same server)", &rows[0], &rows[1]);
     let [open, secured] = rows;
     Ok((open, secured))
+}
+
+/// Throughput at 8 clients of `calc` on a plain server and on one exporting every span over
+/// OTLP (to a sink) while a scraper reads its `/metrics` every second, interleaved; prints
+/// both rows and returns them.
+async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
+    let calc = args.plugins.join("calc.wasm");
+    let calc = calc.to_str().unwrap_or_default();
+    let plain = Server::start(&[CAPSULE_HTTP, &["--plugin", calc]].concat()).await?;
+    let sink = telemetry::Sink::start().await?;
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let metrics_arg = metrics.to_string();
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str())];
+    let observed =
+        Server::start_with_env(&[CAPSULE_HTTP, &["--plugin", calc, "--metrics", &metrics_arg]].concat(), &env).await?;
+    let scraper = telemetry::Scraper::start(metrics);
+    let targets = [(plain.addr, "/mcp", None), (observed.addr, "/mcp", None)];
+    let mut rows = [
+        Row { name: "plain, stateless, c=8".into(), samples: Vec::new() },
+        Row { name: "traced (OTLP) and scraped, stateless, c=8".into(), samples: Vec::new() },
+    ];
+    for target in &targets {
+        load::http_at(target.clone(), Mode::Stateless, 8, warmup).await?;
+    }
+    for _ in 0..reps {
+        for (row, target) in rows.iter_mut().zip(&targets) {
+            row.samples.push(load::http_at(target.clone(), Mode::Stateless, 8, duration).await?);
+        }
+    }
+    let scrapes = scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
+    drop((scraper, plain, observed));
+    print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &rows[0], &rows[1]);
+    println!("\nOTLP bytes received: {}, scrapes: {scrapes}", sink.received.load(std::sync::atomic::Ordering::Relaxed));
+    let [plain, observed] = rows;
+    Ok((plain, observed))
 }
 
 /// A measurement taken alone and disturbed (`measure(time, disturbed)`), interleaved over
