@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
@@ -49,6 +50,33 @@ enum Command {
     /// Plugin projects.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Watch a running server: per plugin, calls a second, p50/p99 call time, failures by
+    /// kind and memory high-water mark, from its `/metrics` (refreshed every interval).
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+struct TopArgs {
+    /// The server's metrics: `http://HOST:PORT/metrics` of its `--metrics` listener, or of
+    /// its admin listener (with `--token-file`).
+    #[arg(value_name = "URL")]
+    url: String,
+    /// The admin token file (`serve --admin-token-file`), for the admin listener.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Seconds between scrapes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = interval)]
+    interval: f64,
+    /// Print one view, over one interval, and exit (for scripts).
+    #[arg(long)]
+    once: bool,
+}
+
+fn interval(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if (0.1..=3600.0).contains(&seconds) => Ok(seconds),
+        _ => Err("an interval from 0.1 to 3600 seconds".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -318,6 +346,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
             Command::Compile(args) => compile(*args).await,
             Command::Check(args) => Ok(check(args).await),
             Command::Plugin(PluginCommand::New(args)) => plugin_new(args),
+            Command::Top(args) => crate::top::run(crate::top::TopArgs {
+                url: args.url,
+                token_file: args.token_file,
+                interval: Duration::from_secs_f64(args.interval),
+                once: args.once,
+            })
+            .await
+            .map(|()| ExitCode::SUCCESS),
         }
     });
     match result {
@@ -499,7 +535,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
             Some(id) => tenants.get(id)?,
             None => tenants.only().context("this server has several tenants: name one with --tenant")?,
         };
-        let options = crate::transport::stdio::StdioOptions { max_line_bytes: args.max_line_bytes };
+        let options = crate::transport::stdio::StdioOptions {
+            max_line_bytes: args.max_line_bytes,
+            traffic: tenant.shared.metrics().traffic(&tenant.id, "pipe"),
+        };
         return tokio::select! {
             served = crate::transport::stdio::serve(tenant.shared.clone(), options) => served,
             failed = loaded => Err(failed),
@@ -517,11 +556,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         allowed_hosts: args.http.allowed_hosts,
         allowed_origins: args.http.allowed_origins,
         sessions_per_address: args.http.sessions_per_address,
-        session_idle: std::time::Duration::from_secs(args.http.session_idle),
-        body_timeout: std::time::Duration::from_secs(args.http.body_timeout),
+        session_idle: Duration::from_secs(args.http.session_idle),
+        body_timeout: Duration::from_secs(args.http.body_timeout),
         connections: crate::transport::http::ConnectionLimits {
             max_connections: args.http.max_connections,
-            header_timeout: std::time::Duration::from_secs(args.http.header_timeout),
+            header_timeout: Duration::from_secs(args.http.header_timeout),
         },
     };
     tokio::select! {

@@ -37,6 +37,9 @@
 //! [`check`] and [`scaffold`] serve plugin authors: `capsule check` runs a plugin through
 //! exactly what `serve` would do, and `capsule plugin new` makes a project in any SDK's
 //! language.
+//!
+//! [`telemetry`] is a leaf every layer records into (metrics, and the spans exported over
+//! OTLP); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
 
 pub mod admin;
 pub mod auth;
@@ -50,6 +53,7 @@ pub mod runtime;
 pub mod scaffold;
 pub mod telemetry;
 pub mod tenants;
+pub mod top;
 pub mod transport;
 
 /// Example plugins compiled into the binary.

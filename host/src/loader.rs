@@ -23,6 +23,7 @@ use tracing::Instrument;
 use crate::catalog::{Catalog, Offerings, Published, Publisher};
 use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
+use crate::telemetry::Load;
 
 /// What to serve: the bundled examples, plugin directories, and single plugin files.
 #[derive(Debug, Clone, Default)]
@@ -365,15 +366,31 @@ impl Loader {
     }
 
     async fn reload_locked(&self, state: &mut State) {
-        let old = self.publisher.current();
-        let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
-        // During the first load, each plugin is served as soon as it joins.
-        let progress = (!self.publisher.is_loaded()).then_some(&self.publisher);
-        let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old, progress).await;
-        state.plugins = plugins;
-        // Publish even when no list changed: a new version may behave differently behind the
-        // same definitions, and new calls must get it. Servers tell their clients what changed.
-        self.publisher.publish(new);
+        // A trace of its own (not under the tenant's long-lived span), at error level so that
+        // the reload's log records carry its trace id under any filter.
+        let span = tracing::error_span!(
+            parent: None,
+            "reload",
+            otel.name = "capsule.reload",
+            tenant = %self.account.tenant(),
+            trace_id = tracing::field::Empty
+        );
+        crate::telemetry::start_trace(&span, None);
+        let started = std::time::Instant::now();
+        let reload = async {
+            let old = self.publisher.current();
+            let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
+            // During the first load, each plugin is served as soon as it joins.
+            let progress = (!self.publisher.is_loaded()).then_some(&self.publisher);
+            let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old, progress).await;
+            state.plugins = plugins;
+            // Publish even when no list changed: a new version may behave differently behind
+            // the same definitions, and new calls must get it. Servers tell their clients what
+            // changed.
+            self.publisher.publish(new);
+        };
+        reload.instrument(span).await;
+        self.runtime.config().metrics.reload(self.account.tenant(), started.elapsed());
     }
 
     /// Watch the plugin directories (`dirs` at first), and reload on every change, until the
@@ -620,6 +637,18 @@ async fn build(
                 }
             }
         }
+        let metrics = &runtime.config().metrics;
+        let result = match (&fresh, &accepted) {
+            (Err(_), Some(_)) => Some(Load::Kept),
+            (_, None) => Some(Load::Failed),
+            (Ok((new, _)), Some(kept)) if !Arc::ptr_eq(new, kept) => Some(Load::Kept),
+            (Ok((new, _)), Some(_)) => {
+                earlier.is_none_or(|e| !Arc::ptr_eq(e.plugin(), new.plugin())).then_some(Load::Loaded)
+            }
+        };
+        if let Some(result) = result {
+            metrics.plugin_load(account.tenant(), &name, result);
+        }
         match (&fresh, &accepted) {
             (Err(e), Some(kept)) => {
                 tracing::error!(
@@ -660,6 +689,7 @@ async fn build(
     }
     for gone in previous.plugins().iter().filter(|p| !loaded.iter().any(|l| l.plugin().name() == p.name())) {
         tracing::info!("plugin {} is no longer served", gone.name());
+        runtime.config().metrics.plugin_load(account.tenant(), gone.name(), Load::Removed);
     }
     statuses.sort_by_key(|(at, _)| *at);
     (catalog, statuses.into_iter().map(|(_, status)| status).collect())

@@ -71,6 +71,16 @@ impl Prometheus {
         body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
     }
 
+    /// How many series `query` returns, or why Prometheus refused it.
+    async fn series(&self, query: &str) -> Result<usize, String> {
+        let response = reqwest::Client::new().get(&self.api).query(&[("query", query)]).send().await;
+        let body: Value = response.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+        match body["status"].as_str() {
+            Some("success") => Ok(body["data"]["result"].as_array().map_or(0, Vec::len)),
+            _ => Err(body.to_string()),
+        }
+    }
+
     /// Wait until `query` has the value `wanted` (scrapes come every second).
     async fn expect(&self, query: &str, wanted: f64) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -201,6 +211,20 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     assert_eq!(value(&text, "capsule_instances_live "), 0.0, "{text}");
     assert!(value(&text, "capsule_instances_capacity ") >= 1.0, "{text}");
     assert!(value(&text, "capsule_compile_cache_lookups_total{") >= 2.0, "{text}");
+    // Each tool call's time, by plugin and tool; the bytes each way; what the first load did.
+    let add_times = r#"capsule_plugin_call_duration_seconds_count{tenant="default",plugin="calc",tool="add"}"#;
+    assert_eq!(value(&text, add_times), 4.0, "{text}");
+    for direction in ["receive", "transmit"] {
+        let bytes = format!(
+            r#"capsule_network_io_bytes_total{{tenant="default",network_transport="tcp",network_io_direction="{direction}"}}"#
+        );
+        assert!(value(&text, &bytes) > 500.0, "{direction}: {text}");
+    }
+    for plugin in ["calc", "hostile"] {
+        let loaded = format!(r#"capsule_plugin_loads_total{{tenant="default",plugin="{plugin}",result="loaded"}}"#);
+        assert_eq!(value(&text, &loaded), 1.0, "{text}");
+    }
+    assert!(value(&text, r#"capsule_reload_duration_seconds_count{tenant="default"}"#) >= 1.0, "{text}");
 
     // The admin listener serves the same, behind the server's token.
     let admin = address_in_log(&server, "admin endpoint on ");
@@ -227,8 +251,82 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     let adds = r#"sum(mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="add",error_type=""})"#;
     prometheus.expect(adds, 3.0).await;
     prometheus.expect(r#"count(capsule_plugin_memory_high_water_bytes{plugin="hostile"} > 0)"#, 1.0).await;
+    dashboard_queries_return_series(&prometheus).await;
     drop(prometheus);
+
+    // `capsule top` shows what happened over its interval: calls made while it watches.
+    let top = Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["top", &metrics, "--once", "--interval", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("capsule top");
+    let mut watched = Client::new(&server.url);
+    watched.initialize("2025-11-25", json!({})).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for id in 30..34 {
+        watched.request(id, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+    }
+    watched.request(34, "tools/call", json!({"name": "crash", "arguments": {}})).await;
+    let shown = top.wait_with_output().unwrap();
+    let table = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{table}{}", String::from_utf8_lossy(&shown.stderr));
+    let row = |plugin: &str| {
+        let row = table.lines().find(|l| l.split_whitespace().nth(1) == Some(plugin));
+        row.unwrap_or_else(|| panic!("no row for {plugin}:\n{table}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let calc_row = row("calc");
+    assert!(calc_row[2].parse::<f64>().unwrap() >= 1.0, "4 adds in 3 s:\n{table}");
+    assert_eq!(calc_row[5], "8", "calls since the start:\n{table}");
+    assert!(row("hostile").join(" ").ends_with("trap 1"), "{table}");
+
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Every query of the Grafana dashboard in `host/dashboards/capsule.json` (its variables set to
+/// "all"; its `label_values` as the PromQL Grafana runs for them) is PromQL a real Prometheus
+/// accepts, and returns series once it has scraped the server a few times.
+async fn dashboard_queries_return_series(prometheus: &Prometheus) {
+    let text = std::fs::read_to_string(root().join("host/dashboards/capsule.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut queries: Vec<String> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        queries
+            .extend(panel["targets"].as_array().into_iter().flatten().map(|t| t["expr"].as_str().unwrap().to_owned()));
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["query"]["query"].as_str() {
+            let (metric, label) = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.strip_suffix(')'))
+                .and_then(|q| q.rsplit_once(", "))
+                .unwrap_or_else(|| panic!("a variable query that is not label_values: {query}"));
+            queries.push(format!("count by ({label}) ({metric})"));
+        }
+    }
+    assert!(queries.len() >= 20, "{queries:?}");
+    prometheus.expect(r#"clamp_max(count_over_time(up{job="capsule"}[1m]), 3)"#, 3.0).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for query in queries {
+        let query = query
+            .replace("$__rate_interval", "1m")
+            .replace(r#"=~"$tenant""#, r#"=~".*""#)
+            .replace(r#"=~"$plugin""#, r#"=~".*""#);
+        assert!(!query.contains('$'), "an unknown variable in {query}");
+        loop {
+            match prometheus.series(&query).await {
+                Ok(0) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(250)).await,
+                Ok(n) => {
+                    assert!(n > 0, "the dashboard's query returns nothing: {query}");
+                    break;
+                }
+                Err(refused) => panic!("prometheus refused the dashboard's query {query}: {refused}"),
+            }
+        }
+    }
 }
 
 /// `--log-format json`: every record is one JSON object on its own line, and neither the
@@ -307,13 +405,18 @@ impl Receiver {
 
     /// The span named `name` in trace `trace`, once it has arrived.
     fn span(&self, trace: &str, name: &str) -> Value {
+        self.find(name, |s| s["trace_id"] == trace)
+    }
+
+    /// The first span named `name` that `wanted` accepts, once it has arrived.
+    fn find(&self, name: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let spans = self.spans.lock().unwrap().clone();
-            if let Some(span) = spans.iter().find(|s| s["trace_id"] == trace && s["name"] == name) {
+            if let Some(span) = spans.iter().find(|s| s["name"] == name && wanted(s)) {
                 return span.clone();
             }
-            assert!(Instant::now() < deadline, "no span {name} in trace {trace}; received: {spans:#?}");
+            assert!(Instant::now() < deadline, "no span {name} as wanted; received: {spans:#?}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -384,4 +487,101 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     assert_eq!(call["parent_span_id"], request["span_id"], "{call}");
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The `trace_id` a JSON log record carries from the span it was written in (the request's).
+fn trace_of(record: &Value) -> Option<String> {
+    let spans = record["spans"].as_array()?;
+    spans.iter().find_map(|s| s["trace_id"].as_str()).map(str::to_owned)
+}
+
+/// A request's log records carry its trace id: the exported span's when the client sent no
+/// trace context, the client's when it did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_s_log_records_carry_its_trace_id() {
+    let receiver = Receiver::start();
+    let dir = scratch_dir("trace-logs").canonicalize().unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let server = Server::http_with_env(&dir, &["--log-format", "json", "--plugin", hostile.to_str().unwrap()], &env);
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let crash =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash", "arguments": {}}});
+    let reply = session.post_raw(crash.to_string(), &[]).await;
+    assert_eq!(reply.response(2)["result"]["isError"], json!(true));
+    let traced = "5b8efff798038103d269b633813fc60c";
+    let crash =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "crash", "arguments": {}}});
+    let reply =
+        session.post_raw(crash.to_string(), &[("traceparent", &format!("00-{traced}-eee19b7ec3c1b174-01"))]).await;
+    assert_eq!(reply.response(3)["result"]["isError"], json!(true));
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let failures = loop {
+        let failures: Vec<Value> = server
+            .log()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|r| r["message"].as_str().is_some_and(|m| m.starts_with("plugin call failed")))
+            .collect();
+        if failures.len() == 2 {
+            break failures;
+        }
+        assert!(Instant::now() < deadline, "two failed calls logged:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let first = trace_of(&failures[0]).unwrap_or_else(|| panic!("no trace id: {}", failures[0]));
+    assert!(first.len() == 32 && first.chars().all(|c| c.is_ascii_hexdigit()) && first != traced, "{first}");
+    let exported = receiver.span(&first, "tools/call crash");
+    assert_eq!(exported["parent_span_id"], "", "a new trace: {exported}");
+    assert_eq!(trace_of(&failures[1]).as_deref(), Some(traced), "{}", failures[1]);
+    receiver.span(traced, "tools/call crash");
+    // The first load is a trace of its own, and what it logged carries that trace's id.
+    let loaded = server
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|r| r["message"].as_str().is_some_and(|m| m.starts_with("loaded plugin hostile")));
+    let loaded = loaded.unwrap_or_else(|| panic!("the load was logged:\n{}", server.log()));
+    let reload_trace = trace_of(&loaded).unwrap_or_else(|| panic!("no trace id: {loaded}"));
+    let reload = receiver.span(&reload_trace, "capsule.reload");
+    assert_eq!(reload["parent_span_id"], "", "{reload}");
+    assert_eq!(reload["attributes"]["tenant"], "default", "{reload}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A legacy session's input round is a span under the plugin's request, holding a client
+/// span for the elicitation request the server sent and the client answered.
+#[test]
+fn an_input_round_and_its_client_request_are_spans() {
+    let receiver = Receiver::start();
+    let conformance = plugins().join("conformance.wasm");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let mut server = StdioServer::start_with_env(&["--no-watch", "--plugin", conformance.to_str().unwrap()], &env);
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "t", "version": "1"}}}));
+    assert_eq!(server.read()["result"]["protocolVersion"], "2025-11-25");
+    let trace = "9c3a0ad4f5e14c56a1cb8f2a77d0e5b1";
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "test_elicitation", "arguments": {"message": "who are you?"},
+        "_meta": {"traceparent": format!("00-{trace}-1111111111111111-01")}}}));
+    let asked = server.read();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    server.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}));
+    let answered = std::iter::repeat_with(|| server.read()).find(|m| m["id"] == 2).unwrap();
+    assert!(answered["result"].is_object(), "{answered}");
+    server.finish();
+
+    let request = receiver.span(trace, "tools/call test_elicitation");
+    let round = receiver.span(trace, "capsule.input.round");
+    assert_eq!(round["parent_span_id"], request["span_id"], "{round}");
+    assert_eq!(round["attributes"]["capsule.input.round"], "1", "{round}");
+    let client = receiver.span(trace, "elicitation/create");
+    assert_eq!(client["parent_span_id"], round["span_id"], "{client}");
+    assert_eq!(client["kind"], 3, "a client span: {client}");
+    assert_eq!(client["attributes"]["mcp.method.name"], "elicitation/create", "{client}");
 }

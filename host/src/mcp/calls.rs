@@ -61,6 +61,7 @@ impl CapsuleServer {
         let running = metrics.in_flight(&tenant);
         let tool = params.name.clone().into_owned();
         let failure = OnceLock::new();
+        let started = std::time::Instant::now();
         let reply = self.run_tool(entry, params, cx, &failure).await;
         drop(running);
         let outcome = failure.get().copied().unwrap_or(match &reply {
@@ -68,7 +69,7 @@ impl CapsuleServer {
             Ok(Reply::Model(ServerResult::InputRequiredResult(_))) => Outcome::InputRequired,
             _ => Outcome::ToolError,
         });
-        metrics.call(&tenant, &plugin, &tool, outcome);
+        metrics.call(&tenant, &plugin, &tool, outcome, started.elapsed());
         reply
     }
 

@@ -141,9 +141,10 @@ impl CapsuleServer {
         let origin = &front.origin;
         // Named and described as the OpenTelemetry MCP conventions say (`otel.*` fields set
         // the exported span's name and kind), and continuing the client's trace. Its name and
-        // parent are fixed when it starts, so what they need is read first, only when spans
-        // are wanted (an exporter, or debug logs).
-        let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::DEBUG);
+        // parent are fixed when it starts, so what they need is read first, only when the span
+        // is wanted. It is at error level so that it is wanted under any log filter that lets a
+        // record through: every record the request writes carries its trace id.
+        let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::ERROR);
         let peek = if traced { raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()) } else { None };
         let tool = peek
             .as_ref()
@@ -153,7 +154,7 @@ impl CapsuleServer {
             Some(tool) => format!("{method} {tool}"),
             None => method.to_owned(),
         };
-        let span = tracing::debug_span!(
+        let span = tracing::error_span!(
             "request",
             otel.name = name,
             otel.kind = "server",
@@ -163,16 +164,15 @@ impl CapsuleServer {
             network.transport = origin.transport.network(),
             gen_ai.tool.name = tool,
             error.type = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
         );
         let in_meta = peek.as_ref().and_then(|p| p.meta.as_ref()).and_then(|m| Some((m.traceparent.as_deref()?, m)));
-        let in_headers = origin.trace.as_deref().filter(|_| traced);
-        match (in_meta, in_headers) {
-            (Some((parent, meta)), _) => crate::telemetry::continue_trace(&span, parent, meta.tracestate.as_deref()),
-            (None, Some(headers)) => {
-                crate::telemetry::continue_trace(&span, &headers.traceparent, headers.tracestate.as_deref())
-            }
-            (None, None) => {}
-        }
+        let parent = match (in_meta, origin.trace.as_deref()) {
+            (Some((parent, meta)), _) => Some((parent, meta.tracestate.as_deref())),
+            (None, Some(headers)) => Some((&*headers.traceparent, headers.tracestate.as_deref())),
+            (None, None) => None,
+        };
+        crate::telemetry::start_trace(&span, parent);
         let started = Instant::now();
         let note = Arc::<Note>::default();
         let reply = self.dispatch(method, raw, front, &note).instrument(span.clone()).await;

@@ -12,6 +12,7 @@ use rmcp::model::{
     InputRequest, InputRequests, InputRequiredResult, ListRootsRequest, ServerRequest,
 };
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::convert;
 use super::request::ClientLink;
@@ -139,7 +140,8 @@ pub async fn ask_legacy_client(
             )),
             wit::InputRequest::ListRoots => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
         };
-        let answer = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, link.request(request)).await.map_err(|_| {
+        let asked = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, link.request(request));
+        let answer = asked.instrument(client_request_span(method(&r.request))).await.map_err(|_| {
             ErrorData::internal_error(
                 format!("the client did not answer the {} request in time", method(&r.request)),
                 None,
@@ -154,6 +156,12 @@ pub async fn ask_legacy_client(
         responses.push(wit::KeyedInputResponse { key: r.key.clone(), response });
     }
     Ok(responses)
+}
+
+/// The span of a request the server sends the client and awaits (a client span, as the MCP
+/// conventions have it).
+pub fn client_request_span(method: &'static str) -> tracing::Span {
+    tracing::debug_span!("client request", otel.name = method, otel.kind = "client", mcp.method.name = method)
 }
 
 fn method(request: &wit::InputRequest) -> &'static str {

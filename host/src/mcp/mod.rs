@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
+use tracing::Instrument;
 
 pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, TraceContext, Transport};
 pub use session::{InFlight, Sessions};
@@ -435,7 +436,7 @@ impl CapsuleServer {
             };
             (wit::RequestContext { client, responses: Vec::new(), state: None }, roots)
         };
-        for _ in 0..input::MAX_ROUNDS {
+        for round in 1..=input::MAX_ROUNDS {
             let ir = match self.run(cx, plugin, &op, &context, &roots).await.map_err(Failure::Call)? {
                 Round::Done(done) => return Ok(Rounds::Done(done)),
                 Round::Ask(ir) => ir,
@@ -453,11 +454,21 @@ impl CapsuleServer {
                     .map(Rounds::InputRequired)
                     .map_err(Failure::Protocol);
             }
-            let responses = input::ask_legacy_client(&ir.requests, &*cx.link).await.map_err(Failure::Protocol)?;
+            let span = tracing::debug_span!(
+                "input round",
+                otel.name = "capsule.input.round",
+                capsule.input.round = round,
+                capsule.input.requests = ir.requests.len()
+            );
+            let asked = async {
+                let responses = input::ask_legacy_client(&ir.requests, &*cx.link).await?;
+                if wants_roots {
+                    roots = self.session.roots(&*cx.link).await;
+                }
+                Ok(responses)
+            };
+            let responses = asked.instrument(span).await.map_err(Failure::Protocol)?;
             context = wit::RequestContext { client, responses, state: ir.state };
-            if wants_roots {
-                roots = self.session.roots(&*cx.link).await;
-            }
         }
         Err(Failure::Call(CallError::Host(format!(
             "the plugin kept asking for input after {} rounds",

@@ -8,8 +8,9 @@
 #![allow(deprecated)] // Roots are deprecated by SEP-2577, still served to clients that declare them.
 
 use rmcp::model::{ClientResult, ListRootsRequest, ServerRequest};
+use tracing::Instrument;
 
-use super::input::CLIENT_ANSWER_TIMEOUT;
+use super::input::{CLIENT_ANSWER_TIMEOUT, client_request_span};
 use super::request::ClientLink;
 use super::session::SessionState;
 use crate::policy::ClientRoots;
@@ -50,7 +51,8 @@ impl SessionState {
             return roots.clone();
         }
         let ask = link.request(ServerRequest::ListRootsRequest(ListRootsRequest::default()));
-        let fetched = match tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, ask).await {
+        let asked = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, ask).instrument(client_request_span("roots/list"));
+        let fetched = match asked.await {
             Ok(Ok(ClientResult::ListRootsResult(result))) => {
                 resolve(result.roots.into_iter().map(|r| wit::Root { uri: r.uri, name: r.name }).collect()).await
             }

@@ -13,38 +13,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-/// The methods Capsule answers: any other is counted as `other`.
-const METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-];
-
-/// The protocol revisions Capsule speaks: any other is counted as `unsupported`.
-const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
-
-/// One of `set`, or `fallback`: a label value that cannot be chosen by a client.
-fn bounded(value: &str, set: &[&'static str], fallback: &'static str) -> &'static str {
-    set.iter().find(|known| **known == value).copied().unwrap_or(fallback)
-}
+use super::labels::{
+    CallLabels, LoadLabels, METHODS, OperationLabels, PluginLabels, ResultLabels, SessionLabels, TenantLabels,
+    ToolLabels, TrafficLabels, VERSIONS, bounded,
+};
 
 /// How a plugin call ended, as the calls counter labels it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,50 +65,16 @@ impl Outcome {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OperationLabels {
-    mcp_method_name: &'static str,
-    gen_ai_tool_name: String,
-    error_type: String,
-    network_transport: &'static str,
-    mcp_protocol_version: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SessionLabels {
-    network_transport: &'static str,
-    mcp_protocol_version: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallLabels {
-    tenant: String,
-    plugin: String,
-    tool: String,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    tenant: String,
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TenantLabels {
-    tenant: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
-
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latencies() -> Histogram {
     // 50 µs to ~1.6 s, doubling.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+fn reload_times() -> Histogram {
+    // 1 ms to ~65 s (an interpreter plugin compiles for many seconds), doubling.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
 fn lifetimes() -> Histogram {
@@ -160,6 +104,7 @@ pub struct Metrics {
     sessions_ended: Histograms<SessionLabels>,
     sessions_open: Family<TenantLabels, Gauge>,
     calls: Family<CallLabels, Counter>,
+    call_durations: Histograms<ToolLabels>,
     in_flight: Family<TenantLabels, Gauge>,
     instantiate: Histograms<PluginLabels>,
     guest: Histograms<PluginLabels>,
@@ -167,6 +112,9 @@ pub struct Metrics {
     live_instances: Gauge,
     instance_capacity: Gauge,
     compile_cache: Family<ResultLabels, Counter>,
+    reloads: Histograms<TenantLabels>,
+    loads: Family<LoadLabels, Counter>,
+    traffic: Family<TrafficLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -205,6 +153,13 @@ impl Metrics {
             "capsule_plugin_calls",
             "Tool calls by tenant, plugin, tool and how they ended",
             calls.clone(),
+        );
+        let call_durations = Histograms::<ToolLabels>::new_with_constructor(latencies as fn() -> Histogram);
+        registry.register_with_unit(
+            "capsule_plugin_call_duration",
+            "Time a tool call took in the host, from its arguments' check to its result (waits for quotas, the sandbox, the guest, input rounds)",
+            Unit::Seconds,
+            call_durations.clone(),
         );
         let in_flight = Family::<TenantLabels, Gauge>::default();
         registry.register("capsule_calls_in_flight", "Plugin calls running now", in_flight.clone());
@@ -247,6 +202,27 @@ impl Metrics {
             "Compile cache lookups, by hit or miss",
             compile_cache.clone(),
         );
+        let reloads = Histograms::<TenantLabels>::new_with_constructor(reload_times as fn() -> Histogram);
+        registry.register_with_unit(
+            "capsule_reload_duration",
+            "Time a reload of a tenant's plugins took (its count is the number of reloads)",
+            Unit::Seconds,
+            reloads.clone(),
+        );
+        let loads = Family::<LoadLabels, Counter>::default();
+        registry.register(
+            "capsule_plugin_loads",
+            "What reloads made of each plugin: loaded (a new version serves), kept (the new version \
+             failed, the previous one still serves), failed (not served), removed",
+            loads.clone(),
+        );
+        let traffic = Family::<TrafficLabels, Counter>::default();
+        registry.register_with_unit(
+            "capsule_network_io",
+            "Bytes of MCP traffic: request bodies and lines received, response bodies, streams and lines sent",
+            Unit::Bytes,
+            traffic.clone(),
+        );
         Metrics {
             registry,
             operations,
@@ -260,6 +236,10 @@ impl Metrics {
             live_instances,
             instance_capacity,
             compile_cache,
+            call_durations,
+            reloads,
+            loads,
+            traffic,
         }
     }
 
@@ -290,8 +270,8 @@ impl Metrics {
         self.sessions_ended.get_or_create(&labels).observe(lasted.as_secs_f64());
     }
 
-    /// Count a tool call that ended as `outcome`.
-    pub fn call(&self, tenant: &str, plugin: &str, tool: &str, outcome: Outcome) {
+    /// Count a tool call that ended as `outcome` after `took`.
+    pub fn call(&self, tenant: &str, plugin: &str, tool: &str, outcome: Outcome, took: Duration) {
         let labels = CallLabels {
             tenant: tenant.to_owned(),
             plugin: plugin.to_owned(),
@@ -299,6 +279,33 @@ impl Metrics {
             outcome: outcome.label(),
         };
         self.calls.get_or_create(&labels).inc();
+        let CallLabels { tenant, plugin, tool, .. } = labels;
+        self.call_durations.get_or_create(&ToolLabels { tenant, plugin, tool }).observe(took.as_secs_f64());
+    }
+
+    /// A reload of `tenant`'s plugins took `took`.
+    pub fn reload(&self, tenant: &str, took: Duration) {
+        self.reloads.get_or_create(&TenantLabels { tenant: tenant.to_owned() }).observe(took.as_secs_f64());
+    }
+
+    /// What a reload made of `tenant`'s plugin `plugin`.
+    pub fn plugin_load(&self, tenant: &str, plugin: &str, result: Load) {
+        let labels = LoadLabels { tenant: tenant.to_owned(), plugin: plugin.to_owned(), result: result.label() };
+        self.loads.get_or_create(&labels).inc();
+    }
+
+    /// The counters of `tenant`'s traffic over `transport`, resolved once for a connection or
+    /// an endpoint rather than per message.
+    pub fn traffic(&self, tenant: &str, transport: &'static str) -> Traffic {
+        let counter = |direction| {
+            let labels = TrafficLabels {
+                tenant: tenant.to_owned(),
+                network_transport: transport,
+                network_io_direction: direction,
+            };
+            self.traffic.get_or_create(&labels).clone()
+        };
+        Traffic { received: counter("receive"), sent: counter("transmit") }
     }
 
     /// A call of `tenant`'s is running until the guard drops.
@@ -335,6 +342,47 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// What a reload made of one plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// A new version was accepted and serves.
+    Loaded,
+    /// The new version failed; the previous one still serves.
+    Kept,
+    /// The plugin failed and is not served.
+    Failed,
+    /// The plugin is no longer served (its file went, or an operator unloaded it).
+    Removed,
+}
+
+impl Load {
+    fn label(self) -> &'static str {
+        match self {
+            Load::Loaded => "loaded",
+            Load::Kept => "kept",
+            Load::Failed => "failed",
+            Load::Removed => "removed",
+        }
+    }
+}
+
+/// One tenant's bytes over one transport.
+#[derive(Clone, Debug, Default)]
+pub struct Traffic {
+    received: Counter,
+    sent: Counter,
+}
+
+impl Traffic {
+    pub fn received(&self, bytes: usize) {
+        self.received.inc_by(bytes as u64);
+    }
+
+    pub fn sent(&self, bytes: usize) {
+        self.sent.inc_by(bytes as u64);
     }
 }
 
@@ -391,7 +439,7 @@ mod tests {
             text.contains(r#"capsule_plugin_memory_high_water_bytes{tenant="acme",plugin="calc"} 2097152"#),
             "{text}"
         );
-        metrics.call("acme", "calc", "add", Outcome::Deadline);
+        metrics.call("acme", "calc", "add", Outcome::Deadline, Duration::from_millis(50));
         assert!(
             metrics
                 .render()

@@ -5,10 +5,11 @@
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
 //! its shared state), so a server's metrics are its own, not the process's.
 
+mod labels;
 mod metrics;
 mod serve;
 mod traces;
 
-pub use metrics::{CONTENT_TYPE, InFlight, Metrics, Operation, Outcome};
+pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, Traffic};
 pub use serve::{Scrape, respond, serve};
-pub use traces::{TraceSetupError, Traces, continue_trace};
+pub use traces::{TraceSetupError, Traces, start_trace};

@@ -1,16 +1,16 @@
 //! Traces: the `tracing` spans at Capsule's choke points (each request, each plugin call's
-//! sandbox and guest run), exported over OTLP when the standard `OTEL_EXPORTER_OTLP_*`
+//! sandbox and guest run, each input round, each reload), exported over OTLP when the standard `OTEL_EXPORTER_OTLP_*`
 //! variables name an endpoint, and continuing the client's trace when a request carries W3C
 //! trace context (`traceparent`/`tracestate`, in HTTP headers or in `params._meta`).
 
 use std::collections::HashMap;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{TraceContextExt, TraceId, TracerProvider as _};
 use opentelemetry_otlp::SpanExporter;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
 use thiserror::Error;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
@@ -64,13 +64,17 @@ impl Traces {
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     {
         // Only the attributes the spans name: source locations, thread names, targets and
-        // busy/idle times would triple what each span costs to build, encode and send.
+        // busy/idle times would triple what each span costs to build, encode and send. Nor is
+        // a span's OpenTelemetry context made current on every poll: nothing in Capsule reads
+        // it (spans find their parents through `tracing`), and attaching it costs a context
+        // clone and a thread-local push per poll.
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("capsule"))
             .with_location(false)
             .with_threads(false)
             .with_target(false)
             .with_tracked_inactivity(false)
+            .with_context_activation(false)
     }
 }
 
@@ -83,15 +87,31 @@ impl Drop for Traces {
     }
 }
 
-/// Make `span` a child of the client's span, when `traceparent` is valid W3C trace context.
-/// Call it before the span is first entered. Without an exporter this does nothing.
-pub fn continue_trace(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
-    let mut carrier = HashMap::with_capacity(2);
-    carrier.insert("traceparent".to_owned(), traceparent.to_owned());
-    if let Some(state) = tracestate {
-        carrier.insert("tracestate".to_owned(), state.to_owned());
+/// Start `span`'s trace: as a child of the client's span when `parent` (`traceparent`, and
+/// `tracestate` if any) is valid W3C trace context, else as a new trace. Its `trace_id` field
+/// gets the trace's id, so that every log record written inside it carries the id the exported
+/// spans have (or, without an exporter, the client's, else a fresh one that still groups the
+/// records). Call it before the span is first entered.
+pub fn start_trace(span: &tracing::Span, parent: Option<(&str, Option<&str>)>) {
+    if span.is_disabled() {
+        return;
     }
-    let parent = TraceContextPropagator::new().extract(&carrier);
-    // A span without an OpenTelemetry side (no exporter) keeps no parent.
-    let _ = span.set_parent(parent);
+    let parent = parent.map(|(traceparent, tracestate)| {
+        let mut carrier = HashMap::with_capacity(2);
+        carrier.insert("traceparent".to_owned(), traceparent.to_owned());
+        if let Some(state) = tracestate {
+            carrier.insert("tracestate".to_owned(), state.to_owned());
+        }
+        TraceContextPropagator::new().extract(&carrier)
+    });
+    if let Some(parent) = &parent {
+        // A span without an OpenTelemetry side (no exporter) keeps no parent.
+        let _ = span.set_parent(parent.clone());
+    }
+    // Starts the exported span (its name and parent are fixed by now) to learn its trace id.
+    let exported = span.context().span().span_context().trace_id();
+    let client = parent.map(|p| p.span().span_context().trace_id()).unwrap_or(TraceId::INVALID);
+    let id = [exported, client].into_iter().find(|id| *id != TraceId::INVALID);
+    let id = id.unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
+    span.record("trace_id", tracing::field::display(id));
 }

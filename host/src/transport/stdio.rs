@@ -23,17 +23,20 @@ use tokio_util::task::TaskTracker;
 use super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::pending::Pending;
 use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Origin, Shared};
+use crate::telemetry::Traffic;
 
 /// Limits of the stdio transport.
 #[derive(Debug, Clone)]
 pub struct StdioOptions {
     /// Longest line read, in bytes; a longer one is answered with an error and skipped.
     pub max_line_bytes: usize,
+    /// Where the bytes read and written are counted.
+    pub traffic: Traffic,
 }
 
 impl Default for StdioOptions {
     fn default() -> Self {
-        StdioOptions { max_line_bytes: 4 << 20 }
+        StdioOptions { max_line_bytes: 4 << 20, traffic: Traffic::default() }
     }
 }
 
@@ -120,14 +123,18 @@ pub async fn serve_on(
     let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
     let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new() });
     let done = CancellationToken::new();
-    let writer = tokio::spawn(write_out(queue, output, link.closed.clone(), done.clone()));
+    let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), [link.closed.clone(), done.clone()]));
     let connection = Connection { server: CapsuleServer::new(shared), link: link.clone(), tasks: TaskTracker::new() };
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
     loop {
         match read_line(&mut input, &mut line, options.max_line_bytes).await {
-            Ok(Line::Complete) => connection.take(&line).await,
+            Ok(Line::Complete) => {
+                options.traffic.received(line.len() + 1);
+                connection.take(&line).await;
+            }
             Ok(Line::TooLong(length)) => {
+                options.traffic.received(length + 1);
                 let refusal = Refusal {
                     id: None,
                     error: ErrorData::invalid_request(
@@ -200,8 +207,8 @@ async fn read_line(
 async fn write_out(
     mut queue: mpsc::Receiver<Vec<u8>>,
     mut output: impl AsyncWrite + Unpin,
-    closed: CancellationToken,
-    done: CancellationToken,
+    traffic: Traffic,
+    [closed, done]: [CancellationToken; 2],
 ) {
     let mut buffer = Vec::new();
     loop {
@@ -225,6 +232,7 @@ async fn write_out(
             closed.cancel();
             return;
         }
+        traffic.sent(buffer.len());
     }
 }
 

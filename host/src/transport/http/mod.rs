@@ -13,6 +13,7 @@
 
 mod auth;
 mod checks;
+mod counted;
 mod exchange;
 mod headers;
 mod legacy;
@@ -39,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
 use crate::mcp::CapsuleServer;
+use crate::telemetry::Traffic;
 use crate::tenants::{Tenant, TenantSet, Tenants};
 pub use listener::ConnectionLimits;
 use session::SessionTable;
@@ -87,6 +89,8 @@ struct Endpoint {
     sessions: Arc<SessionTable>,
     /// Ends the tenant's sessions and streams when the tenant is removed.
     ended: CancellationToken,
+    /// The bytes of its requests and responses.
+    traffic: Traffic,
 }
 
 /// What every HTTP request is served with: the tenants and their endpoints.
@@ -125,6 +129,7 @@ impl FrontDoor {
                 ended.clone(),
             ),
             ended,
+            traffic: tenant.shared.metrics().traffic(&tenant.id, "tcp"),
         });
         if let Some(replaced) = endpoints.insert(tenant.id.clone(), endpoint.clone()) {
             replaced.ended.cancel();
@@ -283,6 +288,12 @@ fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Respo
 /// Serve a request for `tenant` as the set in force now has it: its settings (authorization
 /// among them) are the current ones even when its endpoint outlived a reload.
 async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Response {
+    let endpoint = door.endpoint(tenant);
+    let response = serve_request(door, tenant, &endpoint, request).await;
+    counted::response(response, endpoint.traffic.clone())
+}
+
+async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoint, request: Request) -> Response {
     // Every request is authenticated on its own, before its body is read.
     let caller = match &tenant.auth {
         None => None,
@@ -291,7 +302,6 @@ async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Res
             Err(error) => return auth::unauthorized(auth, tenant, &error),
         },
     };
-    let endpoint = door.endpoint(tenant);
     let declared = match declared(request.headers()) {
         Ok(declared) => declared.map(str::to_owned),
         Err(reason) => return text(400, reason),
@@ -320,7 +330,11 @@ async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Res
     let limit = door.options.max_body_bytes;
     let read = http_body_util::Limited::new(body, limit).collect();
     let body = match tokio::time::timeout(door.options.body_timeout, read).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Ok(collected)) => {
+            let body = collected.to_bytes();
+            endpoint.traffic.received(body.len());
+            body
+        }
         Ok(Err(_)) => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
             return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
