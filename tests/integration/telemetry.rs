@@ -403,6 +403,11 @@ impl Receiver {
         Receiver { child, endpoint: format!("http://127.0.0.1:{port}"), spans }
     }
 
+    /// The environment that makes a server export its spans here, in batches sent every 100 ms.
+    fn env(&self) -> [(&str, &str); 2] {
+        [("OTEL_EXPORTER_OTLP_ENDPOINT", self.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")]
+    }
+
     /// The span named `name` in trace `trace`, once it has arrived.
     fn span(&self, trace: &str, name: &str) -> Value {
         self.find(name, |s| s["trace_id"] == trace)
@@ -436,7 +441,7 @@ impl Drop for Receiver {
 fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
     let receiver = Receiver::start();
     let calc = plugins().join("calc.wasm");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let env = receiver.env();
     let mut server = StdioServer::start_with_env(&["--no-watch", "--plugin", calc.to_str().unwrap()], &env);
     server.initialize("2025-11-25");
     let (trace, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
@@ -469,7 +474,7 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     let receiver = Receiver::start();
     let dir = scratch_dir("trace-http").canonicalize().unwrap();
     let calc = plugins().join("calc.wasm");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let env = receiver.env();
     let server = Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &env);
     let mut session = Client::new(&server.url);
     session.initialize("2025-11-25", json!({})).await;
@@ -502,7 +507,7 @@ async fn a_request_s_log_records_carry_its_trace_id() {
     let receiver = Receiver::start();
     let dir = scratch_dir("trace-logs").canonicalize().unwrap();
     let hostile = plugins().join("testing/hostile.wasm");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let env = receiver.env();
     let server = Server::http_with_env(&dir, &["--log-format", "json", "--plugin", hostile.to_str().unwrap()], &env);
     let mut session = Client::new(&server.url);
     session.initialize("2025-11-25", json!({})).await;
@@ -558,7 +563,7 @@ async fn a_request_s_log_records_carry_its_trace_id() {
 fn an_input_round_and_its_client_request_are_spans() {
     let receiver = Receiver::start();
     let conformance = plugins().join("conformance.wasm");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let env = receiver.env();
     let mut server = StdioServer::start_with_env(&["--no-watch", "--plugin", conformance.to_str().unwrap()], &env);
     server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},

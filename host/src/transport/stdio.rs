@@ -123,7 +123,7 @@ pub async fn serve_on(
     let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
     let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new() });
     let done = CancellationToken::new();
-    let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), [link.closed.clone(), done.clone()]));
+    let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), link.closed.clone(), done.clone()));
     let connection = Connection { server: CapsuleServer::new(shared), link: link.clone(), tasks: TaskTracker::new() };
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
@@ -208,7 +208,8 @@ async fn write_out(
     mut queue: mpsc::Receiver<Vec<u8>>,
     mut output: impl AsyncWrite + Unpin,
     traffic: Traffic,
-    [closed, done]: [CancellationToken; 2],
+    closed: CancellationToken,
+    done: CancellationToken,
 ) {
     let mut buffer = Vec::new();
     loop {
