@@ -125,6 +125,45 @@ async fn tools_only_components_without_the_sdk_load() {
 }
 
 #[tokio::test]
+async fn resources_only_and_prompts_only_components_load() {
+    let testing = crate::support::plugins().join("testing");
+    let resources = testing.join("resources-only.wasm").display().to_string();
+    let prompts = testing.join("prompts-only.wasm").display().to_string();
+    let server = Server::http(&["--plugin", &resources, "--plugin", &prompts]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+
+    let tools = client.request(1, "tools/list", json!({})).await;
+    assert_eq!(tools["result"]["tools"], json!([]), "{tools}");
+    let call = client.request(2, "tools/call", json!({"name": "shout", "arguments": {}})).await;
+    assert_eq!(call["error"]["code"], -32602, "an unknown tool is a protocol error: {call}");
+
+    let listed = client.request(3, "resources/list", json!({})).await;
+    assert_eq!(listed["result"]["resources"][0]["uri"], "memo://today", "{listed}");
+    let templates = client.request(4, "resources/templates/list", json!({})).await;
+    assert_eq!(templates["result"]["resourceTemplates"][0]["uriTemplate"], "memo://day/{day}", "{templates}");
+    let today = client.request(5, "resources/read", json!({"uri": "memo://today"})).await;
+    assert_eq!(today["result"]["contents"][0]["text"], "water the plants", "{today}");
+    let monday = client.request(6, "resources/read", json!({"uri": "memo://day/monday"})).await;
+    assert_eq!(monday["result"]["contents"][0]["text"], "nothing planned for monday", "{monday}");
+
+    let prompts = client.request(7, "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"][0]["name"], "greet", "{prompts}");
+    let greet = client.request(8, "prompts/get", json!({"name": "greet", "arguments": {"name": "Ada"}})).await;
+    assert_eq!(greet["result"]["messages"][0]["content"]["text"], "Say hello to Ada.", "{greet}");
+    // Neither exports completion: the host answers with no suggestions rather than failing.
+    for (id, reference, argument) in [
+        (9, json!({"type": "ref/prompt", "name": "greet"}), "name"),
+        (10, json!({"type": "ref/resource", "uri": "memo://day/{day}"}), "day"),
+    ] {
+        let complete = client
+            .request(id, "completion/complete", json!({"ref": reference, "argument": {"name": argument, "value": "m"}}))
+            .await;
+        assert_eq!(complete["result"]["completion"]["values"], json!([]), "{complete}");
+    }
+}
+
+#[tokio::test]
 async fn deleted_sessions_are_gone() {
     let server = Server::http(&[]);
     let mut client = Client::new(&server.url);
