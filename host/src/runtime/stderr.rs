@@ -56,20 +56,27 @@ impl CallStderr {
 }
 
 /// What a crashed guest said about why, from its stderr: a Rust panic message, the end of a
-/// Python traceback, or else its last lines. Bounded, on one line, control characters removed.
+/// Python traceback, a Go panic's message, or else its last lines. Bounded, on one line,
+/// control characters removed.
 pub(crate) fn crash_cause(stderr: &str) -> Option<String> {
     const MARKERS: [&str; 2] = ["panicked at", "Traceback (most recent call last)"];
-    let from = MARKERS
-        .iter()
-        .filter_map(|marker| stderr.rfind(marker))
-        .max()
-        .map(|at| stderr[..at].rfind('\n').map_or(0, |newline| newline + 1));
-    let lines: Vec<&str> = stderr[from.unwrap_or(0)..]
+    let (section, found) = match go_panic(stderr) {
+        Some(panic) => (panic, true),
+        None => {
+            let from = MARKERS
+                .iter()
+                .filter_map(|marker| stderr.rfind(marker))
+                .max()
+                .map(|at| stderr[..at].rfind('\n').map_or(0, |newline| newline + 1));
+            (&stderr[from.unwrap_or(0)..], from.is_some())
+        }
+    };
+    let lines: Vec<&str> = section
         .lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE"))
         .collect();
-    let lines = if from.is_some() { &lines[..] } else { &lines[lines.len().saturating_sub(5)..] };
+    let lines = if found { &lines[..] } else { &lines[lines.len().saturating_sub(5)..] };
     let text: String =
         lines.join(" ").chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_owned();
     if text.is_empty() {
@@ -80,6 +87,18 @@ pub(crate) fn crash_cause(stderr: &str) -> Option<String> {
     }
     // The end holds a traceback's exception; keep it.
     Some(format!("…{}", &text[text.ceil_char_boundary(text.len() - CAUSE_LIMIT)..]))
+}
+
+/// A Go panic: `panic: MESSAGE` (nested ones and `[recovered]` on the lines after it) or
+/// `fatal error: MESSAGE`, then every goroutine's stack, which would crowd the message out.
+fn go_panic(stderr: &str) -> Option<&str> {
+    let line_start = |marker: &str| {
+        if stderr.starts_with(marker) { Some(0) } else { stderr.find(&format!("\n{marker}")).map(|at| at + 1) }
+    };
+    let start = ["panic: ", "fatal error: "].into_iter().filter_map(line_start).min()?;
+    let rest = &stderr[start..];
+    let end = ["\ngoroutine ", "\nruntime stack:"].into_iter().filter_map(|marker| rest.find(marker)).min()?;
+    Some(&rest[..end])
 }
 
 impl IsTerminal for CallStderr {
@@ -164,6 +183,14 @@ mod tests {
         assert!(crash_cause(python).unwrap().ends_with("KeyError: 'x'"));
         let js = "a\nb\nc\nd\ne\nTypeError: undefined is not a function\u{1b}[0m\n";
         assert_eq!(crash_cause(js).unwrap(), "b c d e TypeError: undefined is not a function [0m");
+        let go = "panic: the disk is on fire\n\ngoroutine 1 [running]:\nmain.call(...)\n\t/src/tools.go:109 +0x8d\n";
+        assert_eq!(crash_cause(go).unwrap(), "panic: the disk is on fire");
+        let nested = "log\npanic: first [recovered]\n\tpanic: second\n\ngoroutine 1 [running]:\nmain.f()\n";
+        assert_eq!(crash_cause(nested).unwrap(), "panic: first [recovered] panic: second");
+        let fatal = "fatal error: runtime: out of memory\n\nruntime stack:\nruntime.throw(...)\n";
+        assert_eq!(crash_cause(fatal).unwrap(), "fatal error: runtime: out of memory");
+        // Without a goroutine dump it is not Go's panic: the last lines are kept.
+        assert_eq!(crash_cause("a\npanic: maybe\nb").unwrap(), "a panic: maybe b");
         assert!(crash_cause("\n  \n").is_none());
         let long = format!("panicked at x:\n{}KeyError", "é".repeat(2000));
         let cause = crash_cause(&long).unwrap();

@@ -20,7 +20,7 @@ pub struct Example {
     arguments: Value,
 }
 
-/// The examples measured: Rust's `calc` (its `add`), and the Python, TypeScript and C
+/// The examples measured: Rust's `calc` (its `add`), and the Python, TypeScript, C and Go
 /// examples (their `convert`), built by plugins/build-examples.sh.
 pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
     let convert = json!({"value": 1.609344, "unit": "km"});
@@ -33,7 +33,8 @@ pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
             arguments: convert.clone(),
         },
         Example { language: "js", file: plugins.join("lang/js.wasm"), tool: "convert", arguments: convert.clone() },
-        Example { language: "c", file: plugins.join("lang/c.wasm"), tool: "convert", arguments: convert },
+        Example { language: "c", file: plugins.join("lang/c.wasm"), tool: "convert", arguments: convert.clone() },
+        Example { language: "go", file: plugins.join("lang/go.wasm"), tool: "convert", arguments: convert },
     ];
     for example in &all {
         anyhow::ensure!(
