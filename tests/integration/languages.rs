@@ -1,7 +1,7 @@
-//! The example plugins written in other languages (the Python, TypeScript and C SDKs, and Go; built into target/plugins/lang by
-//! plugins/build-examples.sh, which tests/run.sh runs first), each checked through the
-//! official Python SDK client over HTTP and stdio by tests/clients/py_plugin.py: the same
-//! checks for every language.
+//! The example plugins written in other languages (with the Python, TypeScript and C SDKs,
+//! and in Go), built into target/plugins/lang by plugins/build-examples.sh (which tests/run.sh
+//! runs first), each checked through the official Python SDK client over HTTP and stdio by
+//! tests/clients/py_plugin.py: the same checks for every language.
 
 use std::path::PathBuf;
 
