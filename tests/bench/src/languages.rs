@@ -20,7 +20,7 @@ pub struct Example {
     arguments: Value,
 }
 
-/// The examples measured: Rust's `calc` (its `add`), and the Python, TypeScript, C and Go
+/// The examples measured: Rust's `calc` (its `add`), and the Python, TypeScript, C, Go and Zig
 /// examples (their `convert`), built by plugins/build-examples.sh.
 pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
     let convert = json!({"value": 1.609344, "unit": "km"});
@@ -34,7 +34,8 @@ pub fn examples(plugins: &Path) -> anyhow::Result<Vec<Example>> {
         },
         Example { language: "js", file: plugins.join("lang/js.wasm"), tool: "convert", arguments: convert.clone() },
         Example { language: "c", file: plugins.join("lang/c.wasm"), tool: "convert", arguments: convert.clone() },
-        Example { language: "go", file: plugins.join("lang/go.wasm"), tool: "convert", arguments: convert },
+        Example { language: "go", file: plugins.join("lang/go.wasm"), tool: "convert", arguments: convert.clone() },
+        Example { language: "zig", file: plugins.join("lang/zig.wasm"), tool: "convert", arguments: convert },
     ];
     for example in &all {
         anyhow::ensure!(
