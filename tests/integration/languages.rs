@@ -131,6 +131,43 @@ fn js_example_over_stdio() {
     over_stdio("js");
 }
 
+/// The WIT package as it is published (`wkg wit build` and `wasm-tools component wit --wasm`
+/// both encode it as a component): it keeps its name and version, every world, the WASI
+/// packages it uses and the doc comments authors read.
+#[test]
+fn the_wit_package_encodes_for_publication() {
+    let wasm_tools = root().join("target/tools/bin/wasm-tools");
+    assert!(wasm_tools.is_file(), "{} is missing: plugins/build-examples.sh installs it", wasm_tools.display());
+    let encoded = scratch_dir("wit-package").join("capsule-plugin.wasm");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(&wasm_tools).args(args).output().unwrap();
+        assert!(out.status.success(), "wasm-tools {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let wit = root().join("wit");
+    run(&[
+        "component".as_ref(),
+        "wit".as_ref(),
+        wit.as_os_str(),
+        "--wasm".as_ref(),
+        "-o".as_ref(),
+        encoded.as_os_str(),
+    ]);
+    let decoded = run(&["component".as_ref(), "wit".as_ref(), encoded.as_os_str()]);
+    assert!(decoded.starts_with("package capsule:plugin@0.1.0;"), "{}", &decoded[..decoded.len().min(200)]);
+    let worlds = std::fs::read_to_string(wit.join("worlds.wit")).unwrap();
+    let names: Vec<&str> =
+        worlds.lines().filter_map(|l| l.strip_prefix("world ")).filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.len() >= 10, "{names:?}");
+    for name in names {
+        assert!(decoded.contains(&format!("world {name} {{")), "world {name} is not in the encoded package");
+    }
+    for package in ["wasi:io@0.2.12", "wasi:filesystem@0.2.12"] {
+        assert!(decoded.contains(&format!("package {package}")), "{package} is not in the encoded package");
+    }
+    assert!(decoded.contains("/// A plugin that provides tools only."), "doc comments were lost");
+}
+
 /// `capsule check PLUGIN`'s combined output.
 fn check_plugin(plugin: &std::path::Path) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_capsule")).arg("check").arg(plugin).output().unwrap();
