@@ -1,9 +1,13 @@
 """An OTLP/HTTP receiver for traces (POST /v1/traces, protobuf or JSON bodies, gzip or not),
 decoding with the OpenTelemetry project's own messages. Prints `port N`, then one JSON line
-per span: ids in hex, name, kind, and attributes as strings."""
+per span: ids in hex, name, kind, and attributes as strings.
+
+    otlp_receiver.py [--tls CERT.pem KEY.pem]     (HTTPS with that certificate)
+"""
 import gzip
 import http.server
 import json
+import ssl
 import sys
 
 from google.protobuf import json_format
@@ -56,5 +60,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+if sys.argv[1:2] == ["--tls"]:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print(f"port {server.server_address[1]}", flush=True)
 server.serve_forever()

@@ -383,8 +383,20 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::start_with(&[])
+    }
+
+    /// A receiver over HTTPS with this certificate chain and key (PEM files).
+    fn start_tls(cert: &std::path::Path, key: &std::path::Path) -> Receiver {
+        let mut receiver = Receiver::start_with(&["--tls".as_ref(), cert.as_os_str(), key.as_os_str()]);
+        receiver.endpoint = receiver.endpoint.replace("http://", "https://");
+        receiver
+    }
+
+    fn start_with(args: &[&std::ffi::OsStr]) -> Receiver {
         use std::io::BufRead;
         let mut child = Command::new(root().join("tests/clients/otlp.sh"))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -491,6 +503,65 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     let call = receiver.span(trace, "capsule.plugin.call calc");
     assert_eq!(call["parent_span_id"], request["span_id"], "{call}");
     drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A collector behind HTTPS with a private CA: spans reach it when the operator trusts that CA
+/// through `OTEL_EXPORTER_OTLP_CERTIFICATE`, and are refused (the server serving on) when not.
+#[tokio::test]
+async fn spans_reach_an_https_collector_only_when_its_certificate_is_trusted() {
+    let dir = scratch_dir("trace-https").canonicalize().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("collector.pem"), dir.join("collector-key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let receiver = Receiver::start_tls(&cert, &key);
+    let calc = plugins().join("calc.wasm");
+    let call = async |server: &Server, trace: &str| {
+        let mut session = Client::new(&server.url);
+        session.initialize("2025-11-25", json!({})).await;
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+        let reply =
+            session.post_raw(call.to_string(), &[("traceparent", &format!("00-{trace}-b7ad6b7169203331-01"))]).await;
+        assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    };
+
+    let untrusted = "1af7651916cd43dd8448eb211c80319c";
+    let server = Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &receiver.env());
+    call(&server, untrusted).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !server.log().contains("certificate") {
+        assert!(Instant::now() < deadline, "the refused certificate was not logged:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    call(&server, untrusted).await;
+    drop(server);
+
+    let trusted = "2af7651916cd43dd8448eb211c80319c";
+    let ca = cert.to_str().unwrap();
+    let env = [receiver.env().as_slice(), &[("OTEL_EXPORTER_OTLP_CERTIFICATE", ca)]].concat();
+    let server = Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &env);
+    call(&server, trusted).await;
+    let request = receiver.span(trusted, "tools/call add");
+    receiver.span(trusted, "capsule.plugin.call calc");
+    assert_eq!(request["parent_span_id"], "b7ad6b7169203331", "{request}");
+    let spans = receiver.spans.lock().unwrap().clone();
+    assert!(spans.iter().all(|s| s["trace_id"] != untrusted), "spans went to an untrusted collector: {spans:#?}");
+    drop(server);
+
+    // A bundle that holds no certificate is refused at start, naming the variable.
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--plugin", calc.to_str().unwrap()])
+        .envs([("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str())])
+        .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &empty)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("OTEL_EXPORTER_OTLP_CERTIFICATE"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -4,13 +4,19 @@
 //! trace context (`traceparent`/`tracestate`, in HTTP headers or in `params._meta`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, TraceId, TracerProvider as _};
-use opentelemetry_otlp::SpanExporter;
+use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+use opentelemetry_otlp::{SpanExporter, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use thiserror::Error;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
@@ -23,6 +29,12 @@ pub enum TraceSetupError {
     Protocol(String),
     #[error("cannot set up the OTLP exporter: {0}")]
     Exporter(String),
+    #[error("{var}={path}: {reason}")]
+    Certificate { var: &'static str, path: String, reason: String },
+    #[error("{0} is not supported: Capsule's OTLP exporter does not present a client certificate")]
+    ClientCertificate(&'static str),
+    #[error("{var}={value} is not a timeout in milliseconds")]
+    Timeout { var: &'static str, value: String },
 }
 
 /// The span exporter, flushed when dropped.
@@ -48,8 +60,11 @@ impl Traces {
         if let Some(protocol) = protocol.filter(|p| p != "http/protobuf") {
             return Err(TraceSetupError::Protocol(protocol));
         }
-        let exporter =
-            SpanExporter::builder().with_http().build().map_err(|e| TraceSetupError::Exporter(e.to_string()))?;
+        let exporter = SpanExporter::builder()
+            .with_http()
+            .with_http_client(Reported { client: http_client(var)?, failing: AtomicBool::new(false) })
+            .build()
+            .map_err(|e| TraceSetupError::Exporter(e.to_string()))?;
         let resource = match var("OTEL_SERVICE_NAME") {
             Some(_) => Resource::builder().build(),
             None => Resource::builder().with_service_name("capsule").build(),
@@ -76,6 +91,99 @@ impl Traces {
             .with_tracked_inactivity(false)
             .with_context_activation(false)
     }
+}
+
+/// The exporter's HTTP client, saying in the log when exports start failing and why (the whole
+/// cause: an untrusted certificate, a refused connection, the collector's answer) and when they
+/// work again: once each, not once a batch. The OTLP exporter itself reports only "network
+/// error", and the SDK's own diagnostics are compiled out.
+#[derive(Debug)]
+struct Reported {
+    client: reqwest_otlp::blocking::Client,
+    failing: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl HttpClient for Reported {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let result = self.client.send_bytes(request).await;
+        let failure = match &result {
+            Err(e) => {
+                let mut why = e.to_string();
+                let mut source = e.source();
+                while let Some(cause) = source {
+                    why = format!("{why}: {cause}");
+                    source = cause.source();
+                }
+                Some(why)
+            }
+            Ok(response) if !response.status().is_success() => {
+                Some(format!("the collector answered {}", response.status()))
+            }
+            Ok(_) => None,
+        };
+        match failure {
+            Some(why) if !self.failing.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(
+                    "exporting spans over OTLP failed (that batch is dropped; the next ones are still sent): {why}"
+                )
+            }
+            None if self.failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!("exporting spans over OTLP works again")
+            }
+            _ => {}
+        }
+        result
+    }
+}
+
+/// The exporter's HTTP client: TLS by rustls and ring for `https` endpoints, trusting the
+/// webpki roots and the PEM bundle `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE` names (a
+/// collector with a private CA); the timeout from `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`
+/// (milliseconds, 10 s by default). Client certificates (mutual TLS) are refused rather than
+/// ignored.
+fn http_client(var: impl Fn(&str) -> Option<String>) -> Result<reqwest_otlp::blocking::Client, TraceSetupError> {
+    let either = |names: [&'static str; 2]| names.into_iter().find_map(|name| var(name).map(|value| (name, value)));
+    for names in [
+        ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"],
+        ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"],
+    ] {
+        if let Some((name, _)) = either(names) {
+            return Err(TraceSetupError::ClientCertificate(name));
+        }
+    }
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    if let Some((name, path)) = either(["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"]) {
+        let refused = |reason: String| TraceSetupError::Certificate { var: name, path: path.clone(), reason };
+        let certificates = CertificateDer::pem_file_iter(&path)
+            .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| refused(e.to_string()))?;
+        if certificates.is_empty() {
+            return Err(refused("no PEM certificate in it".into()));
+        }
+        for certificate in certificates {
+            roots.add(certificate).map_err(|e| refused(e.to_string()))?;
+        }
+    }
+    let timeout = match either(["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]) {
+        None => Duration::from_secs(10),
+        Some((name, value)) => Duration::from_millis(
+            value.parse().map_err(|_| TraceSetupError::Timeout { var: name, value: value.clone() })?,
+        ),
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TraceSetupError::Exporter(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // reqwest's blocking client starts a runtime of its own, which cannot be made inside
+    // Capsule's.
+    std::thread::spawn(move || {
+        reqwest_otlp::blocking::Client::builder().tls_backend_preconfigured(tls).timeout(timeout).build()
+    })
+    .join()
+    .map_err(|_| TraceSetupError::Exporter("building its HTTP client panicked".into()))?
+    .map_err(|e| TraceSetupError::Exporter(e.to_string()))
 }
 
 impl Drop for Traces {
@@ -114,4 +222,32 @@ pub fn start_trace(span: &tracing::Span, parent: Option<(&str, Option<&str>)>) {
     let id = [exported, client].into_iter().find(|id| *id != TraceId::INVALID);
     let id = id.unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
     span.record("trace_id", tracing::field::display(id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> + Copy {
+        move |name| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+    }
+
+    #[test]
+    fn the_exporter_s_client_refuses_what_it_cannot_honour() {
+        let refused = http_client(env(&[("OTEL_EXPORTER_OTLP_CLIENT_KEY", "key.pem")])).unwrap_err();
+        assert!(matches!(refused, TraceSetupError::ClientCertificate("OTEL_EXPORTER_OTLP_CLIENT_KEY")), "{refused}");
+        let refused = http_client(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")])).unwrap_err();
+        assert!(matches!(refused, TraceSetupError::Timeout { .. }), "{refused}");
+        // The traces-specific variable wins over the general one.
+        let refused = http_client(env(&[
+            ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/nonexistent/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/elsewhere/ca.pem"),
+        ]))
+        .unwrap_err();
+        assert!(
+            refused.to_string().starts_with("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE=/nonexistent/ca.pem: "),
+            "{refused}"
+        );
+        assert!(http_client(env(&[("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")])).is_ok());
+    }
 }
