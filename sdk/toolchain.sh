@@ -1,5 +1,6 @@
-# Sourced by sdk/c/capsule-c, sdk/go/capsule-go and sdk/zig/capsule-zig: the WebAssembly tools both need, installed
-# once into this checkout's target/tools from the package registries.
+# Sourced by sdk/c/capsule-c, sdk/go/capsule-go and sdk/zig/capsule-zig: the WebAssembly
+# tools they share, installed once into this checkout's target/tools from the package
+# registries.
 #   capsule_tools         wit-bindgen-cli (C and Go generators only) and wasm-tools (component
 #                         commands only), cargo-installed on first use; sets $wit_bindgen and
 #                         $wasm_tools
@@ -8,6 +9,7 @@
 #   capsule_crate_dir C V prints where crate C, version V, is unpacked (downloading it)
 #   capsule_c_bindings    `wit-bindgen c` of the `plugin` world in target/c-gen, made again
 #                         when wit/ changes; sets $gen
+#   capsule_quiet CMD...  runs CMD, showing its output only if it fails
 # Callers set $root (the checkout) first.
 
 capsule_tools() {
@@ -49,7 +51,12 @@ capsule_c_bindings() {
   gen="$root/target/c-gen"
   if [ ! -e "$gen/plugin_component_type.o" ] ||
     [ -n "$(find "$root/wit" -newer "$gen/plugin_component_type.o" -print -quit)" ]; then
-    "$wit_bindgen" c "$root/wit" --world plugin --out-dir "$gen" >/dev/null 2>&1
+    capsule_quiet "$wit_bindgen" c "$root/wit" --world plugin --out-dir "$gen"
     touch "$gen/plugin_component_type.o"
   fi
+}
+
+capsule_quiet() {
+  local output
+  output="$("$@" 2>&1)" || { printf '%s\n' "$output" >&2; return 1; }
 }
