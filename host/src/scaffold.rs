@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-/// The languages with an SDK.
+/// The languages a project can be made in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Language {
     Rust,
@@ -18,6 +18,10 @@ pub enum Language {
     C,
     /// C++20, over the C SDK's header.
     Cpp,
+    /// Go, over the `wit-bindgen go` bindings.
+    Go,
+    /// Zig, over the C SDK's header.
+    Zig,
 }
 
 /// Why a project cannot be made.
@@ -45,6 +49,8 @@ const JS: &[(&str, &str)] = templates!("js": "app.js", "package.json", "README.m
 const TS: &[(&str, &str)] = templates!("ts": "app.ts", "package.json", "tsconfig.json", "README.md");
 const C: &[(&str, &str)] = templates!("c": "plugin.c", "README.md");
 const CPP: &[(&str, &str)] = templates!("cpp": "plugin.cpp", "README.md");
+const GO: &[(&str, &str)] = templates!("go": "export_capsule_plugin_tools/tools.go", "README.md");
+const ZIG: &[(&str, &str)] = templates!("zig": "plugin.zig", "README.md");
 
 /// A checked plugin name: the component's file stem, the package's name.
 fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -65,6 +71,8 @@ pub fn render(language: Language, name: &str, capsule: &Path) -> Result<Vec<(Pat
         Language::Ts => (TS, "app.ts", "TypeScript"),
         Language::C => (C, "plugin.c", "C"),
         Language::Cpp => (CPP, "plugin.cpp", "C++"),
+        Language::Go => (GO, "", "Go"),
+        Language::Zig => (ZIG, "plugin.zig", "Zig"),
     };
     let capsule = capsule.display().to_string();
     let fill = |text: &str| {
@@ -112,7 +120,8 @@ mod tests {
         for bad in ["", "Upper", "1st", "has space", "dots.no", &"x".repeat(65)] {
             assert!(matches!(render(Language::Rust, bad, Path::new("/c")), Err(ScaffoldError::Name(_))), "{bad}");
         }
-        for language in [Language::Rust, Language::Python, Language::Js, Language::Ts, Language::C, Language::Cpp] {
+        let all = [Language::Rust, Language::Python, Language::Js, Language::Ts, Language::C, Language::Cpp];
+        for language in all.into_iter().chain([Language::Go, Language::Zig]) {
             let files = render(language, "word-count", Path::new("/opt/capsule")).unwrap();
             for (path, text) in &files {
                 // `{{word}}` is a placeholder; C's `{{` (nested initialisers) is not.

@@ -302,6 +302,23 @@ fn plugin_new_c_builds_and_passes_check() {
     passes_check(&dir.join("demo-c.wasm"));
 }
 
+#[test]
+fn plugin_new_go_and_zig_build_and_pass_check() {
+    let venv = root().join("target/lang-venv/bin");
+    assert!(venv.join("go").is_file(), "run plugins/build-examples.sh first (tests/run.sh does)");
+    let path = format!("{}:{}", venv.display(), std::env::var("PATH").unwrap_or_default());
+    let dir = scaffold("go");
+    let capsule_go = root().join("sdk/go/capsule-go");
+    run_in(&dir, capsule_go.to_str().unwrap(), &["build", ".", "-o", "demo-go.wasm"], &[("PATH", path.as_ref())]);
+    passes_check(&dir.join("demo-go.wasm"));
+    let dir = scaffold("zig");
+    let capsule_zig = root().join("sdk/zig/capsule-zig");
+    let zig = format!("{} -m ziglang", venv.join("python").display());
+    let args = ["build", "plugin.zig", "-o", "demo-zig.wasm"];
+    run_in(&dir, capsule_zig.to_str().unwrap(), &args, &[("ZIG", zig.as_ref())]);
+    passes_check(&dir.join("demo-zig.wasm"));
+}
+
 /// C++ through the C SDK: libc++ strings in the handler, capsule.h's implementation compiled
 /// as C beside it, and a call answered with the structured output the template promises.
 #[test]
