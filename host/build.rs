@@ -17,7 +17,19 @@ use anyhow::{Context, Result, bail};
 const BUNDLED: &[&str] = &["calc", "fetch", "files", "textkit"];
 
 /// The other languages' SDKs and examples, built by plugins/build-examples.sh, not here.
-const OTHER_LANGUAGES: &[&str] = &["plugins/js", "plugins/python", "sdk/js", "sdk/python"];
+const OTHER_LANGUAGES: &[&str] = &[
+    "plugins/c",
+    "plugins/go",
+    "plugins/js",
+    "plugins/python",
+    "plugins/zig",
+    "sdk/c",
+    "sdk/go",
+    "sdk/js",
+    "sdk/python",
+    "sdk/zig",
+    "sdk/toolchain.sh",
+];
 
 /// The target plugins are built for.
 const WASM_TARGET: &str = "wasm32-wasip2";
