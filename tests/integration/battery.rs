@@ -267,15 +267,7 @@ async fn long_computations_stop_when_cancelled() {
     let mut session = Client::new(&server.url);
     session.initialize("2025-11-25", json!({})).await;
 
-    let spinning = {
-        let session = session.clone();
-        tokio::spawn(async move {
-            session
-                .post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                "params": {"name": "spin", "arguments": {}}}))
-                .await
-        })
-    };
+    let spinning = session.spawn_call(5, "spin", json!({}));
     wait_for(1, "the spin never started").await;
     let sum = session.request(6, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 2}})).await;
     assert_eq!(first_text(&sum["result"]), "4", "{sum}");

@@ -310,6 +310,15 @@ impl Client {
         self.post_raw(message.to_string(), &[]).await
     }
 
+    /// A `tools/call` posted from a task of its own, so that the test can act while it runs
+    /// (cancel it, call beside it).
+    pub fn spawn_call(&self, id: u64, name: &str, arguments: Value) -> tokio::task::JoinHandle<Reply> {
+        let client = self.clone();
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        tokio::spawn(async move { client.post(&call).await })
+    }
+
     /// An `initialize` request (id 0) at `version`, answered however the server answers it.
     pub async fn try_initialize(&self, version: &str, capabilities: Value) -> Reply {
         self.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

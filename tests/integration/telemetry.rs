@@ -158,15 +158,7 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     let crashed = call(23, "crash", json!({})).await;
     assert_eq!(crashed["result"]["isError"], json!(true), "{crashed}");
     // A spin the client cancels while it runs (well inside its CPU deadline).
-    let spinning = {
-        let session = session.clone();
-        tokio::spawn(async move {
-            session
-                .post(&json!({"jsonrpc": "2.0", "id": 24, "method": "tools/call",
-                    "params": {"name": "spin", "arguments": {}}}))
-                .await
-        })
-    };
+    let spinning = session.spawn_call(24, "spin", json!({}));
     let deadline = Instant::now() + Duration::from_secs(15);
     while value(&scrape(&metrics, None).await.2, r#"capsule_calls_in_flight{tenant="default"}"#) < 1.0 {
         assert!(Instant::now() < deadline, "the spin never started:\n{}", server.log());
@@ -565,6 +557,14 @@ async fn spans_reach_an_https_collector_only_when_its_certificate_is_trusted() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The JSON log records in `log` whose message starts with `message`.
+fn records_starting(log: &str, message: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|r| r["message"].as_str().is_some_and(|m| m.starts_with(message)))
+        .collect()
+}
+
 /// The `trace_id` a JSON log record carries from the span it was written in (the request's).
 fn trace_of(record: &Value) -> Option<String> {
     let spans = record["spans"].as_array()?;
@@ -595,12 +595,7 @@ async fn a_request_s_log_records_carry_its_trace_id() {
 
     let deadline = Instant::now() + Duration::from_secs(15);
     let failures = loop {
-        let failures: Vec<Value> = server
-            .log()
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|r| r["message"].as_str().is_some_and(|m| m.starts_with("plugin call failed")))
-            .collect();
+        let failures = records_starting(&server.log(), "plugin call failed");
         if failures.len() == 2 {
             break failures;
         }
@@ -614,11 +609,7 @@ async fn a_request_s_log_records_carry_its_trace_id() {
     assert_eq!(trace_of(&failures[1]).as_deref(), Some(traced), "{}", failures[1]);
     receiver.span(traced, "tools/call crash");
     // The first load is a trace of its own, and what it logged carries that trace's id.
-    let loaded = server
-        .log()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|r| r["message"].as_str().is_some_and(|m| m.starts_with("loaded plugin hostile")));
+    let loaded = records_starting(&server.log(), "loaded plugin hostile").into_iter().next();
     let loaded = loaded.unwrap_or_else(|| panic!("the load was logged:\n{}", server.log()));
     let reload_trace = trace_of(&loaded).unwrap_or_else(|| panic!("no trace id: {loaded}"));
     let reload = receiver.span(&reload_trace, "capsule.reload");

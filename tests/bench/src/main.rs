@@ -557,22 +557,11 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
             .await?;
     let token = provider.token(&auth::resource(port)).await?;
     let targets = [(server.addr, "/t/open/mcp", None), (server.addr, "/t/secured/mcp", Some(token))];
-    let mut rows = [
-        Row { name: "open tenant, stateless, c=8".into(), samples: Vec::new() },
-        Row { name: "JWT-secured tenant, stateless, c=8".into(), samples: Vec::new() },
-    ];
-    for target in &targets {
-        load::http_at(target.clone(), Mode::Stateless, 8, warmup).await?;
-    }
-    for _ in 0..reps {
-        for (row, target) in rows.iter_mut().zip(&targets) {
-            row.samples.push(load::http_at(target.clone(), Mode::Stateless, 8, duration).await?);
-        }
-    }
+    let names = ["open tenant, stateless, c=8", "JWT-secured tenant, stateless, c=8"];
+    let (open, secured) = stateless_pair(names, targets, (warmup, duration, reps)).await?;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-    print_pair("Authentication: an open tenant and a JWT-secured one (same server)", &rows[0], &rows[1]);
-    let [open, secured] = rows;
+    print_pair("Authentication: an open tenant and a JWT-secured one (same server)", &open, &secured);
     Ok((open, secured))
 }
 
@@ -591,24 +580,33 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
         Server::start_with_env(&[CAPSULE_HTTP, &["--plugin", calc, "--metrics", &metrics_arg]].concat(), &env).await?;
     let scraper = telemetry::Scraper::start(metrics);
     let targets = [(plain.addr, "/mcp", None), (observed.addr, "/mcp", None)];
-    let mut rows = [
-        Row { name: "plain, stateless, c=8".into(), samples: Vec::new() },
-        Row { name: "traced (OTLP) and scraped, stateless, c=8".into(), samples: Vec::new() },
-    ];
+    let names = ["plain, stateless, c=8", "traced (OTLP) and scraped, stateless, c=8"];
+    let rows = stateless_pair(names, targets, (warmup, duration, reps)).await?;
+    let scrapes = scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
+    drop((scraper, plain, observed));
+    print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &rows.0, &rows.1);
+    println!("\nOTLP bytes received: {}, scrapes: {scrapes}", sink.received.load(std::sync::atomic::Ordering::Relaxed));
+    Ok(rows)
+}
+
+/// Stateless throughput at 8 clients of two targets, each warmed up first, then interleaved
+/// over `reps` repetitions, as two rows named by `names`.
+async fn stateless_pair(
+    names: [&str; 2],
+    targets: [(std::net::SocketAddr, &'static str, Option<std::sync::Arc<str>>); 2],
+    (warmup, duration, reps): (Duration, Duration, usize),
+) -> anyhow::Result<(Row, Row)> {
     for target in &targets {
         load::http_at(target.clone(), Mode::Stateless, 8, warmup).await?;
     }
+    let mut rows = names.map(|name| Row { name: name.into(), samples: Vec::new() });
     for _ in 0..reps {
         for (row, target) in rows.iter_mut().zip(&targets) {
             row.samples.push(load::http_at(target.clone(), Mode::Stateless, 8, duration).await?);
         }
     }
-    let scrapes = scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
-    drop((scraper, plain, observed));
-    print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &rows[0], &rows[1]);
-    println!("\nOTLP bytes received: {}, scrapes: {scrapes}", sink.received.load(std::sync::atomic::Ordering::Relaxed));
-    let [plain, observed] = rows;
-    Ok((plain, observed))
+    let [a, b] = rows;
+    Ok((a, b))
 }
 
 /// A measurement taken alone and disturbed (`measure(time, disturbed)`), interleaved over
