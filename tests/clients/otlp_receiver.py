@@ -1,6 +1,7 @@
 """An OTLP/HTTP receiver for traces (POST /v1/traces, protobuf or JSON bodies, gzip or not),
 decoding with the OpenTelemetry project's own messages. Prints `port N`, then one JSON line
-per span: ids in hex, name, kind, and attributes as strings.
+per span: ids in hex, trace state, flags, name, kind, start and end (Unix nanoseconds),
+attributes as strings, status, and events (name and attributes).
 
     otlp_receiver.py [--tls CERT.pem KEY.pem]     (HTTPS with that certificate)
 """
@@ -44,9 +45,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         "trace_id": span.trace_id.hex(),
                         "span_id": span.span_id.hex(),
                         "parent_span_id": span.parent_span_id.hex(),
+                        "trace_state": span.trace_state,
+                        "flags": span.flags,
                         "name": span.name,
                         "kind": span.kind,
+                        "start": span.start_time_unix_nano,
+                        "end": span.end_time_unix_nano,
                         "attributes": {a.key: value(a.value) for a in span.attributes},
+                        "status": {"code": span.status.code, "message": span.status.message},
+                        "events": [
+                            {"name": e.name, "attributes": {a.key: value(a.value) for a in e.attributes}}
+                            for e in span.events
+                        ],
                     }), flush=True)
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)

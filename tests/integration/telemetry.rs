@@ -457,8 +457,12 @@ fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
 
     let request = receiver.span(trace, "tools/call add");
     assert_eq!(request["parent_span_id"], client_span, "{request}");
+    // The W3C flags say sampled, and that the parent is a remote one.
+    assert_eq!(request["flags"], 0x301, "{request}");
+    assert_eq!(request["trace_state"], "vendor=1", "{request}");
     assert_eq!(request["kind"], 2, "a server span: {request}");
     assert_eq!(request["service"], "capsule", "{request}");
+    assert_eq!(request["status"]["code"], 0, "unset: {request}");
     let attributes = &request["attributes"];
     assert_eq!(attributes["mcp.method.name"], "tools/call", "{request}");
     assert_eq!(attributes["gen_ai.tool.name"], "add", "{request}");
@@ -466,13 +470,24 @@ fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
     assert_eq!(attributes["mcp.protocol.version"], "2025-11-25", "{request}");
     let call = receiver.span(trace, "capsule.plugin.call calc");
     assert_eq!(call["parent_span_id"], request["span_id"], "{call}");
-    for child in ["capsule.sandbox.build", "capsule.guest.call"] {
-        let span = receiver.span(trace, child);
+    assert_eq!(call["flags"], 0x101, "a local parent: {call}");
+    assert_eq!(call["attributes"]["capsule.plugin"], "calc", "{call}");
+    let [sandbox, guest] = ["capsule.sandbox.build", "capsule.guest.call"].map(|child| receiver.span(trace, child));
+    for span in [&sandbox, &guest] {
         assert_eq!(span["parent_span_id"], call["span_id"], "{span}");
     }
+    // Each span lies within its parent's time, and the sandbox is built before the guest runs.
+    let time = |span: &Value, at: &str| span[at].as_u64().unwrap_or_else(|| panic!("{at} of {span}"));
+    let within = |inner: &Value, outer: &Value| {
+        time(outer, "start") <= time(inner, "start") && time(inner, "end") <= time(outer, "end")
+    };
+    assert!(time(&request, "start") < time(&request, "end"), "{request}");
+    assert!(within(&call, &request) && within(&sandbox, &call) && within(&guest, &call), "{call}");
+    assert!(time(&sandbox, "end") <= time(&guest, "start"), "{sandbox}\n{guest}");
 }
 
-/// Over HTTP the client's trace context comes in the `traceparent` header.
+/// Over HTTP the client's trace context comes in the `traceparent` header, and its sampled
+/// flag is followed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     let receiver = Receiver::start();
@@ -483,12 +498,20 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     let mut session = Client::new(&server.url);
     session.initialize("2025-11-25", json!({})).await;
     let (trace, client_span) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
-    let traceparent = format!("00-{trace}-{client_span}-01");
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    // A client that did not sample its trace: the server follows it (the default sampler is
+    // parent-based) and exports nothing of that request.
+    let unsampled = "5c1e0e3a9b8d4f2a8c7b6a5f4e3d2c1b";
+    let traceparent = format!("00-{unsampled}-{client_span}-00");
+    let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    let traceparent = format!("00-{trace}-{client_span}-01");
     let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
     assert_eq!(first_text(&reply.response(2)["result"]), "5");
     let request = receiver.span(trace, "tools/call add");
+    let spans = receiver.spans.lock().unwrap().clone();
+    assert!(!spans.iter().any(|s| s["trace_id"] == unsampled), "{spans:#?}");
     assert_eq!(request["parent_span_id"], client_span, "{request}");
     assert_eq!(request["attributes"]["network.transport"], "tcp", "{request}");
     assert!(request["attributes"]["mcp.session.id"].as_str().is_some_and(|s| !s.is_empty()), "{request}");
@@ -606,6 +629,13 @@ async fn a_request_s_log_records_carry_its_trace_id() {
     assert!(first.len() == 32 && first.chars().all(|c| c.is_ascii_hexdigit()) && first != traced, "{first}");
     let exported = receiver.span(&first, "tools/call crash");
     assert_eq!(exported["parent_span_id"], "", "a new trace: {exported}");
+    // A failed call is an error span, and what the server logged inside it is one of its events.
+    assert_eq!(exported["status"]["code"], 2, "{exported}");
+    assert_eq!(exported["attributes"]["error.type"], "tool_error", "{exported}");
+    let events = exported["events"].as_array().unwrap();
+    let logged = events.iter().find(|e| e["name"].as_str().is_some_and(|n| n.starts_with("plugin call failed")));
+    let logged = logged.unwrap_or_else(|| panic!("the failure is an event: {exported}"));
+    assert_eq!(logged["attributes"]["level"], "WARN", "{logged}");
     assert_eq!(trace_of(&failures[1]).as_deref(), Some(traced), "{}", failures[1]);
     receiver.span(traced, "tools/call crash");
     // The first load is a trace of its own, and what it logged carries that trace's id.

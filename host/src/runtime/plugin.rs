@@ -450,7 +450,7 @@ impl Plugin {
         let mut instantiated = None;
         // The sandbox build and the guest's run, each a span under the request's.
         let span = tracing::debug_span!("plugin call", otel.name = %format_args!("capsule.plugin.call {}", self.name),
-            capsule.plugin = %self.name, capsule.tenant = %self.account.tenant());
+            capsule.plugin = &*self.name, capsule.tenant = &**self.account.tenant());
         let work = meter.meter(
             async {
                 let sandbox = tracing::debug_span!("sandbox build", otel.name = "capsule.sandbox.build");

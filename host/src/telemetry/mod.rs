@@ -1,15 +1,24 @@
 //! What operators see of the server: metrics in the Prometheus text format, served on the
 //! admin listener and on `--metrics HOST:PORT`; traces exported over OTLP.
 //!
+//! Traces are recorded by Capsule's own `tracing` layer (`spans`), encoded straight into OTLP
+//! protobuf (`otlp`) as each span ends, and posted in batches by one thread (`export`); the
+//! client's W3C trace context is parsed in `w3c`, and `traces` reads the standard
+//! `OTEL_*` variables and ties them together.
+//!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
 //! its shared state), so a server's metrics are its own, not the process's.
 
+mod export;
 mod labels;
 mod metrics;
+mod otlp;
 mod serve;
+mod spans;
 mod traces;
+mod w3c;
 
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, Traffic};
 pub use serve::{Scrape, respond, serve};
-pub use traces::{TraceSetupError, Traces, start_trace};
+pub use traces::{TraceConfig, TraceSetupError, Traces, start_trace};

@@ -1,26 +1,26 @@
 //! Traces: the `tracing` spans at Capsule's choke points (each request, each plugin call's
-//! sandbox and guest run, each input round, each reload), exported over OTLP when the standard `OTEL_EXPORTER_OTLP_*`
-//! variables name an endpoint, and continuing the client's trace when a request carries W3C
-//! trace context (`traceparent`/`tracestate`, in HTTP headers or in `params._meta`).
+//! sandbox and guest run, each input round, each reload), exported over OTLP when the
+//! standard `OTEL_EXPORTER_OTLP_*` variables name an endpoint, and continuing the client's
+//! trace when a request carries W3C trace context (`traceparent`/`tracestate`, in HTTP
+//! headers or in `params._meta`).
+//!
+//! The settings are read from the environment first ([`TraceConfig::from_vars`], pure); then
+//! the certificate is read, the HTTP client built and the export thread started.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{TraceContextExt, TraceId, TracerProvider as _};
-use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
-use opentelemetry_otlp::{SpanExporter, WithHttpConfig};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
+use reqwest::header::{HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use thiserror::Error;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{LookupSpan, SpanData};
+
+use super::export::{self, Batching, Destination, Queue};
+use super::otlp::{Attribute, Value};
+use super::spans::{Live, Rule, Sampler, SpanLimits, SpanRecorder};
+use super::w3c;
 
 /// Why traces cannot be exported as the environment asks.
 #[derive(Debug, Error)]
@@ -33,129 +33,240 @@ pub enum TraceSetupError {
     Certificate { var: &'static str, path: String, reason: String },
     #[error("{0} is not supported: Capsule's OTLP exporter does not present a client certificate")]
     ClientCertificate(&'static str),
-    #[error("{var}={value} is not a timeout in milliseconds")]
-    Timeout { var: &'static str, value: String },
+    /// The value is named only when it cannot be a secret.
+    #[error("{var}: {reason}")]
+    Invalid { var: &'static str, reason: String },
+}
+
+/// What the environment asks of the exporter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceConfig {
+    url: reqwest::Url,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    timeout: Duration,
+    /// The variable and the path of a PEM bundle of CAs to trust.
+    certificate: Option<(&'static str, String)>,
+    batching: Batching,
+    sampler: Sampler,
+    limits: SpanLimits,
+    resource: Vec<Attribute>,
 }
 
 /// The span exporter, flushed when dropped.
 pub struct Traces {
-    provider: SdkTracerProvider,
+    queue: Arc<Queue>,
+    exporter: Option<std::thread::JoinHandle<()>>,
+    sampler: Sampler,
+    limits: SpanLimits,
 }
 
-/// The variables that name an OTLP endpoint for traces.
-const ENDPOINTS: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"];
-
 impl Traces {
-    /// The exporter the environment asks for, if it names an endpoint (and
-    /// `OTEL_TRACES_EXPORTER` is not `none`). The exporter reads the rest of the standard
-    /// variables itself (headers, timeout; `OTEL_BSP_*` for batching, `OTEL_SERVICE_NAME`
-    /// and `OTEL_RESOURCE_ATTRIBUTES` for the resource).
+    /// The exporter the environment asks for, if it names an endpoint (and neither
+    /// `OTEL_SDK_DISABLED` nor `OTEL_TRACES_EXPORTER=none` turns it off).
     pub fn from_env() -> Result<Option<Traces>, TraceSetupError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        if var("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none") || !ENDPOINTS.iter().any(|name| var(name).is_some())
-        {
-            return Ok(None);
-        }
-        let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
-        if let Some(protocol) = protocol.filter(|p| p != "http/protobuf") {
-            return Err(TraceSetupError::Protocol(protocol));
-        }
-        let exporter = SpanExporter::builder()
-            .with_http()
-            .with_http_client(Reported { client: http_client(var)?, failing: AtomicBool::new(false) })
-            .build()
-            .map_err(|e| TraceSetupError::Exporter(e.to_string()))?;
-        let resource = match var("OTEL_SERVICE_NAME") {
-            Some(_) => Resource::builder().build(),
-            None => Resource::builder().with_service_name("capsule").build(),
-        };
-        let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
-        Ok(Some(Traces { provider }))
+        TraceConfig::from_vars(var)?.map(Traces::start).transpose()
     }
 
-    /// The layer that turns `tracing` spans into OpenTelemetry spans.
+    /// Build the HTTP client and start the export thread.
+    pub fn start(config: TraceConfig) -> Result<Traces, TraceSetupError> {
+        let client = http_client(config.certificate.as_ref(), config.timeout)?;
+        let queue = Arc::new(Queue::new(config.batching));
+        let destination = Destination {
+            url: config.url,
+            headers: config.headers.into_iter().collect(),
+            client,
+            resource: config.resource,
+        };
+        let exporting = queue.clone();
+        let exporter = std::thread::Builder::new()
+            .name("otlp-export".into())
+            .spawn(move || export::run(exporting, destination))
+            .map_err(|e| TraceSetupError::Exporter(format!("cannot start its thread: {e}")))?;
+        Ok(Traces { queue, exporter: Some(exporter), sampler: config.sampler, limits: config.limits })
+    }
+
+    /// The layer that records spans into the export queue.
     pub fn layer<S>(&self) -> impl Layer<S> + use<S>
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     {
-        // Only the attributes the spans name: source locations, thread names, targets and
-        // busy/idle times would triple what each span costs to build, encode and send. Nor is
-        // a span's OpenTelemetry context made current on every poll: nothing in Capsule reads
-        // it (spans find their parents through `tracing`), and attaching it costs a context
-        // clone and a thread-local push per poll.
-        tracing_opentelemetry::layer()
-            .with_tracer(self.provider.tracer("capsule"))
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            .with_context_activation(false)
+        SpanRecorder::new(self.queue.clone(), self.sampler, self.limits)
     }
 }
 
-/// The exporter's HTTP client, saying in the log when exports start failing and why (the whole
-/// cause: an untrusted certificate, a refused connection, the collector's answer) and when they
-/// work again: once each, not once a batch. The OTLP exporter itself reports only "network
-/// error", and the SDK's own diagnostics are compiled out.
-#[derive(Debug)]
-struct Reported {
-    client: reqwest_otlp::blocking::Client,
-    failing: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl HttpClient for Reported {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let result = self.client.send_bytes(request).await;
-        let failure = match &result {
-            Err(e) => {
-                let mut why = e.to_string();
-                let mut source = e.source();
-                while let Some(cause) = source {
-                    why = format!("{why}: {cause}");
-                    source = cause.source();
-                }
-                Some(why)
-            }
-            Ok(response) if !response.status().is_success() => {
-                Some(format!("the collector answered {}", response.status()))
-            }
-            Ok(_) => None,
-        };
-        match failure {
-            Some(why) if !self.failing.swap(true, Ordering::Relaxed) => {
-                tracing::warn!(
-                    "exporting spans over OTLP failed (that batch is dropped; the next ones are still sent): {why}"
-                )
-            }
-            None if self.failing.swap(false, Ordering::Relaxed) => {
-                tracing::info!("exporting spans over OTLP works again")
-            }
-            _ => {}
+impl Drop for Traces {
+    fn drop(&mut self) {
+        // Spans still queued are sent before the process ends.
+        self.queue.stop();
+        if let Some(exporter) = self.exporter.take() {
+            let _ = exporter.join();
         }
-        result
     }
+}
+
+/// The variables that name an OTLP endpoint for traces: the first is used as it is, the
+/// second gets `/v1/traces` appended.
+const ENDPOINTS: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"];
+
+impl TraceConfig {
+    /// Read the standard variables through `var` (unset and empty are alike). `None` when
+    /// traces are not exported.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<TraceConfig>, TraceSetupError> {
+        let either = |names: [&'static str; 2]| names.into_iter().find_map(|name| var(name).map(|value| (name, value)));
+        let invalid = |var: &'static str, reason: String| TraceSetupError::Invalid { var, reason };
+        if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        match var("OTEL_TRACES_EXPORTER").as_deref() {
+            Some("none") => return Ok(None),
+            None | Some("otlp") => {}
+            Some(other) => {
+                return Err(invalid("OTEL_TRACES_EXPORTER", format!("{other} is not supported (otlp or none)")));
+            }
+        }
+        let Some((name, endpoint)) = either(ENDPOINTS) else { return Ok(None) };
+        let endpoint =
+            if name == ENDPOINTS[1] { format!("{}/v1/traces", endpoint.trim_end_matches('/')) } else { endpoint };
+        let url = reqwest::Url::parse(&endpoint).map_err(|e| invalid(name, format!("{endpoint} is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(name, format!("{endpoint}: OTLP/HTTP needs an http or https URL")));
+        }
+        if let Some((_, protocol)) = either(["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"])
+            && protocol != "http/protobuf"
+        {
+            return Err(TraceSetupError::Protocol(protocol));
+        }
+        if let Some((name, compression)) =
+            either(["OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"])
+            && compression != "none"
+        {
+            return Err(invalid(name, format!("{compression} is not supported: spans are sent uncompressed")));
+        }
+        for names in [
+            ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"],
+            ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"],
+        ] {
+            if let Some((name, _)) = either(names) {
+                return Err(TraceSetupError::ClientCertificate(name));
+            }
+        }
+        let mut headers = Vec::new();
+        // The general headers first, so that the traces-specific ones win.
+        for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
+            for (key, value) in var(name).as_deref().map(pairs).unwrap_or_default() {
+                let key = HeaderName::try_from(key.as_str())
+                    .map_err(|_| invalid(name, format!("{key:?} is not a header name")))?;
+                // The value is not repeated in the error: it is often an API key.
+                let value = HeaderValue::try_from(value)
+                    .map_err(|_| invalid(name, format!("the value of {key} is not a header value")))?;
+                headers.retain(|(k, _): &(HeaderName, HeaderValue)| *k != key);
+                headers.push((key, value));
+            }
+        }
+        let number = |names: [&'static str; 2], default: u64| -> Result<u64, TraceSetupError> {
+            match either(names) {
+                None => Ok(default),
+                Some((name, value)) => {
+                    value.parse().map_err(|_| invalid(name, format!("{value} is not a whole number")))
+                }
+            }
+        };
+        let one = |name: &'static str| [name, name];
+        let timeout =
+            Duration::from_millis(number(["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"], 10_000)?)
+                .min(Duration::from_millis(number(one("OTEL_BSP_EXPORT_TIMEOUT"), 30_000)?));
+        let max_queue = number(one("OTEL_BSP_MAX_QUEUE_SIZE"), 2_048)?.max(1) as usize;
+        let batching = Batching {
+            max_queue,
+            max_batch: (number(one("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), 512)?.max(1) as usize).min(max_queue),
+            delay: Duration::from_millis(number(one("OTEL_BSP_SCHEDULE_DELAY"), 5_000)?),
+        };
+        let limits = SpanLimits {
+            attributes: number(one("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"), 128)? as usize,
+            events: number(one("OTEL_SPAN_EVENT_COUNT_LIMIT"), 128)? as usize,
+        };
+        let ratio = match var("OTEL_TRACES_SAMPLER_ARG") {
+            None => 1.0,
+            Some(arg) => arg
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| invalid("OTEL_TRACES_SAMPLER_ARG", format!("{arg} is not a ratio from 0 to 1")))?,
+        };
+        let sampler = match var("OTEL_TRACES_SAMPLER").as_deref().unwrap_or("parentbased_always_on") {
+            "always_on" => Sampler { root: Rule::On, parent_based: false },
+            "always_off" => Sampler { root: Rule::Off, parent_based: false },
+            "traceidratio" => Sampler { root: Rule::ratio(ratio), parent_based: false },
+            "parentbased_always_on" => Sampler { root: Rule::On, parent_based: true },
+            "parentbased_always_off" => Sampler { root: Rule::Off, parent_based: true },
+            "parentbased_traceidratio" => Sampler { root: Rule::ratio(ratio), parent_based: true },
+            other => return Err(invalid("OTEL_TRACES_SAMPLER", format!("{other} is not a sampler Capsule has"))),
+        };
+        let certificate = either(["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"]);
+        Ok(Some(TraceConfig {
+            url,
+            headers,
+            timeout,
+            certificate,
+            batching,
+            sampler,
+            limits,
+            resource: resource(&var),
+        }))
+    }
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES`, with `OTEL_SERVICE_NAME` (else `capsule`) as `service.name`.
+fn resource(var: &impl Fn(&str) -> Option<String>) -> Vec<Attribute> {
+    let mut attributes: Vec<Attribute> = var("OTEL_RESOURCE_ATTRIBUTES")
+        .as_deref()
+        .map(pairs)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| Attribute { key: key.into(), value: Value::Str(value.into()) })
+        .collect();
+    let service = var("OTEL_SERVICE_NAME");
+    if service.is_some() || !attributes.iter().any(|a| a.key == "service.name") {
+        attributes.retain(|a| a.key != "service.name");
+        let name = service.unwrap_or_else(|| "capsule".into());
+        attributes.push(Attribute { key: "service.name".into(), value: Value::Str(name.into()) });
+    }
+    for (key, value) in [
+        ("telemetry.sdk.name", "capsule"),
+        ("telemetry.sdk.language", "rust"),
+        ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+    ] {
+        attributes.push(Attribute { key: key.into(), value: Value::Str(value.into()) });
+    }
+    attributes
+}
+
+/// `key=value` pairs, comma-separated, values percent-decoded (the W3C Baggage format the
+/// `OTEL_*_HEADERS` and `OTEL_RESOURCE_ATTRIBUTES` variables use); pairs without `=` are
+/// skipped.
+fn pairs(text: &str) -> Vec<(String, String)> {
+    text.split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| {
+            let value = percent_encoding::percent_decode_str(value.trim()).decode_utf8_lossy();
+            (key.trim().to_owned(), value.into_owned())
+        })
+        .filter(|(key, _)| !key.is_empty())
+        .collect()
 }
 
 /// The exporter's HTTP client: TLS by rustls and ring for `https` endpoints, trusting the
 /// webpki roots and the PEM bundle `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE` names (a
-/// collector with a private CA); the timeout from `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`
-/// (milliseconds, 10 s by default). Client certificates (mutual TLS) are refused rather than
-/// ignored.
-fn http_client(var: impl Fn(&str) -> Option<String>) -> Result<reqwest_otlp::blocking::Client, TraceSetupError> {
-    let either = |names: [&'static str; 2]| names.into_iter().find_map(|name| var(name).map(|value| (name, value)));
-    for names in [
-        ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"],
-        ["OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"],
-    ] {
-        if let Some((name, _)) = either(names) {
-            return Err(TraceSetupError::ClientCertificate(name));
-        }
-    }
+/// collector with a private CA).
+fn http_client(
+    certificate: Option<&(&'static str, String)>,
+    timeout: Duration,
+) -> Result<reqwest::Client, TraceSetupError> {
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    if let Some((name, path)) = either(["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"]) {
+    if let Some((name, path)) = certificate {
         let refused = |reason: String| TraceSetupError::Certificate { var: name, path: path.clone(), reason };
-        let certificates = CertificateDer::pem_file_iter(&path)
+        let certificates = CertificateDer::pem_file_iter(path)
             .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
             .map_err(|e| refused(e.to_string()))?;
         if certificates.is_empty() {
@@ -165,34 +276,16 @@ fn http_client(var: impl Fn(&str) -> Option<String>) -> Result<reqwest_otlp::blo
             roots.add(certificate).map_err(|e| refused(e.to_string()))?;
         }
     }
-    let timeout = match either(["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]) {
-        None => Duration::from_secs(10),
-        Some((name, value)) => Duration::from_millis(
-            value.parse().map_err(|_| TraceSetupError::Timeout { var: name, value: value.clone() })?,
-        ),
-    };
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| TraceSetupError::Exporter(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    // reqwest's blocking client starts a runtime of its own, which cannot be made inside
-    // Capsule's.
-    std::thread::spawn(move || {
-        reqwest_otlp::blocking::Client::builder().tls_backend_preconfigured(tls).timeout(timeout).build()
-    })
-    .join()
-    .map_err(|_| TraceSetupError::Exporter("building its HTTP client panicked".into()))?
-    .map_err(|e| TraceSetupError::Exporter(e.to_string()))
-}
-
-impl Drop for Traces {
-    fn drop(&mut self) {
-        // Spans still batched are sent before the process ends.
-        if let Err(e) = self.provider.shutdown() {
-            tracing::warn!("exporting the last spans failed: {e}");
-        }
-    }
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .timeout(timeout)
+        .build()
+        .map_err(|e| TraceSetupError::Exporter(e.to_string()))
 }
 
 /// Start `span`'s trace: as a child of the client's span when `parent` (`traceparent`, and
@@ -204,24 +297,30 @@ pub fn start_trace(span: &tracing::Span, parent: Option<(&str, Option<&str>)>) {
     if span.is_disabled() {
         return;
     }
-    let parent = parent.map(|(traceparent, tracestate)| {
-        let mut carrier = HashMap::with_capacity(2);
-        carrier.insert("traceparent".to_owned(), traceparent.to_owned());
-        if let Some(state) = tracestate {
-            carrier.insert("tracestate".to_owned(), state.to_owned());
-        }
-        TraceContextPropagator::new().extract(&carrier)
-    });
-    if let Some(parent) = &parent {
-        // A span without an OpenTelemetry side (no exporter) keeps no parent.
-        let _ = span.set_parent(parent.clone());
+    let parent = parent.and_then(|(traceparent, tracestate)| w3c::parse(traceparent, tracestate));
+    let recorded = span
+        .with_subscriber(|(id, dispatch)| {
+            let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
+            let data = registry.span_data(id)?;
+            let mut extensions = data.extensions_mut();
+            let live = extensions.get_mut::<Live>()?;
+            if let Some(parent) = &parent {
+                live.adopt(parent);
+            }
+            Some(live.trace_id())
+        })
+        .flatten();
+    let id = recorded.or(parent.map(|p| p.trace_id)).unwrap_or_else(super::spans::trace_id);
+    span.record("trace_id", tracing::field::display(Hex(id)));
+}
+
+/// A trace id as 32 lowercase hex digits.
+struct Hex([u8; 16]);
+
+impl std::fmt::Display for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
     }
-    // Starts the exported span (its name and parent are fixed by now) to learn its trace id.
-    let exported = span.context().span().span_context().trace_id();
-    let client = parent.map(|p| p.span().span_context().trace_id()).unwrap_or(TraceId::INVALID);
-    let id = [exported, client].into_iter().find(|id| *id != TraceId::INVALID);
-    let id = id.unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
-    span.record("trace_id", tracing::field::display(id));
 }
 
 #[cfg(test)]
@@ -232,22 +331,77 @@ mod tests {
         move |name| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
     }
 
+    const AT: (&str, &str) = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/");
+
     #[test]
-    fn the_exporter_s_client_refuses_what_it_cannot_honour() {
-        let refused = http_client(env(&[("OTEL_EXPORTER_OTLP_CLIENT_KEY", "key.pem")])).unwrap_err();
-        assert!(matches!(refused, TraceSetupError::ClientCertificate("OTEL_EXPORTER_OTLP_CLIENT_KEY")), "{refused}");
-        let refused = http_client(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")])).unwrap_err();
-        assert!(matches!(refused, TraceSetupError::Timeout { .. }), "{refused}");
-        // The traces-specific variable wins over the general one.
-        let refused = http_client(env(&[
+    fn the_standard_variables_configure_the_exporter() {
+        assert_eq!(TraceConfig::from_vars(env(&[])).unwrap(), None);
+        assert_eq!(TraceConfig::from_vars(env(&[AT, ("OTEL_TRACES_EXPORTER", "none")])).unwrap(), None);
+        assert_eq!(TraceConfig::from_vars(env(&[AT, ("OTEL_SDK_DISABLED", "true")])).unwrap(), None);
+        let config = TraceConfig::from_vars(env(&[
+            AT,
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=one,x-tenant=a%20b"),
+            ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=two"),
+            ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,service.name=ignored"),
+            ("OTEL_SERVICE_NAME", "edge"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(config.url.as_str(), "http://127.0.0.1:4318/v1/traces");
+        let headers: Vec<_> = config.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap())).collect();
+        assert_eq!(headers, [("x-tenant", "a b"), ("api-key", "two")]);
+        assert_eq!(config.timeout, Duration::from_millis(2500));
+        assert_eq!((config.batching.max_queue, config.batching.max_batch), (100, 100));
+        assert_eq!(config.sampler, Sampler { root: Rule::ratio(0.5), parent_based: true });
+        let resource: Vec<_> = config.resource.iter().map(|a| (&*a.key, a.value.clone())).take(2).collect();
+        assert_eq!(
+            resource,
+            [("deployment.environment", Value::Str("test".into())), ("service.name", Value::Str("edge".into()))]
+        );
+        // The traces endpoint is used as it is.
+        let config = TraceConfig::from_vars(env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://c.example/otlp")]));
+        assert_eq!(config.unwrap().unwrap().url.as_str(), "https://c.example/otlp");
+    }
+
+    #[test]
+    fn the_exporter_refuses_what_it_cannot_honour_and_never_repeats_a_header_value() {
+        let refused = |pairs| TraceConfig::from_vars(env(pairs)).unwrap_err();
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "key.pem")]);
+        assert!(matches!(e, TraceSetupError::ClientCertificate("OTEL_EXPORTER_OTLP_CLIENT_KEY")), "{e}");
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")]);
+        assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_TIMEOUT: "), "{e}");
+        assert!(matches!(refused(&[AT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]), TraceSetupError::Protocol(_)));
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")]);
+        assert!(e.to_string().contains("gzip"), "{e}");
+        let e = refused(&[AT, ("OTEL_TRACES_SAMPLER", "jaeger_remote")]);
+        assert!(e.to_string().contains("jaeger_remote"), "{e}");
+        let e = refused(&[AT, ("OTEL_TRACES_SAMPLER_ARG", "2")]);
+        assert!(e.to_string().contains("ratio"), "{e}");
+        let e = refused(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector")]);
+        assert!(e.to_string().contains("http or https"), "{e}");
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer secret\u{7f}token")]);
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn a_certificate_bundle_must_hold_certificates() {
+        let config = TraceConfig::from_vars(env(&[
+            AT,
             ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/nonexistent/ca.pem"),
             ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/elsewhere/ca.pem"),
         ]))
-        .unwrap_err();
+        .unwrap()
+        .unwrap();
+        // The traces-specific variable wins over the general one.
+        let refused = http_client(config.certificate.as_ref(), config.timeout).unwrap_err();
         assert!(
             refused.to_string().starts_with("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE=/nonexistent/ca.pem: "),
             "{refused}"
         );
-        assert!(http_client(env(&[("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")])).is_ok());
+        assert!(http_client(None, config.timeout).is_ok());
     }
 }

@@ -75,6 +75,9 @@ enum Serve {
     /// Only the cost of tracing and metrics, for working on it.
     #[command(hide = true)]
     Watching,
+    /// The OTLP sink the watching section exports to.
+    #[command(hide = true)]
+    Sink,
     /// Only generate load against a running server (for profiling it).
     #[command(hide = true)]
     Load {
@@ -103,6 +106,16 @@ fn main() -> ExitCode {
             run(async move { servers::native_http(addr).await.map(|()| true) })
         }
         Some(Serve::Native { listen: None }) => run(async { servers::native_stdio().await.map(|()| true) }),
+        Some(Serve::Sink) => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            match runtime.block_on(telemetry::sink()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sink: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some(Serve::Floor { listen }) => run(async move { servers::floor_http(listen).await.map(|()| true) }),
         Some(Serve::Load { addr, clients, seconds, stateless }) => run(async move {
             let mode = if stateless { Mode::Stateless } else { Mode::Legacy };
@@ -572,10 +585,11 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
     let calc = args.plugins.join("calc.wasm");
     let calc = calc.to_str().unwrap_or_default();
     let plain = Server::start(&[CAPSULE_HTTP, &["--plugin", calc]].concat()).await?;
-    let sink = telemetry::Sink::start().await?;
+    let sink = Server::start(&["sink"]).await?;
+    let endpoint = format!("http://{}", sink.addr);
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let metrics_arg = metrics.to_string();
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str())];
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
     let observed =
         Server::start_with_env(&[CAPSULE_HTTP, &["--plugin", calc, "--metrics", &metrics_arg]].concat(), &env).await?;
     let scraper = telemetry::Scraper::start(metrics);
@@ -585,7 +599,7 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
     let scrapes = scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
     drop((scraper, plain, observed));
     print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &rows.0, &rows.1);
-    println!("\nOTLP bytes received: {}, scrapes: {scrapes}", sink.received.load(std::sync::atomic::Ordering::Relaxed));
+    println!("\nOTLP bytes received: {}, scrapes: {scrapes}", telemetry::received(sink.addr).await?);
     Ok(rows)
 }
 

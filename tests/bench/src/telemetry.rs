@@ -8,31 +8,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::routing::post;
+use axum::routing::{get, post};
 
 /// An OTLP/HTTP trace endpoint that accepts every export (an empty body is an empty
-/// `ExportTraceServiceResponse`) and counts the bytes it was sent.
-pub struct Sink {
-    pub endpoint: String,
-    pub received: Arc<AtomicU64>,
-}
-
-impl Sink {
-    pub async fn start() -> anyhow::Result<Sink> {
-        let received = Arc::new(AtomicU64::new(0));
-        let counted = received.clone();
-        let app = axum::Router::new().route(
+/// `ExportTraceServiceResponse`) and counts the bytes it was sent (`GET /received`). It runs
+/// in a child process of its own, as a collector would: inside the harness it would share the
+/// load generator's workers and slow the clients rather than the server.
+pub async fn sink() -> anyhow::Result<()> {
+    let received = Arc::new(AtomicU64::new(0));
+    let counted = received.clone();
+    let app = axum::Router::new()
+        .route(
             "/v1/traces",
             post(move |body: Bytes| async move {
                 counted.fetch_add(body.len() as u64, Ordering::Relaxed);
                 [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")]
             }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Ok(Sink { endpoint: format!("http://{addr}"), received })
-    }
+        )
+        .route("/received", get(move || async move { received.load(Ordering::Relaxed).to_string() }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    eprintln!("listening on {}", listener.local_addr()?);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+/// The bytes the sink at `addr` has received.
+pub async fn received(addr: SocketAddr) -> anyhow::Result<u64> {
+    Ok(reqwest::get(format!("http://{addr}/received")).await?.text().await?.trim().parse()?)
 }
 
 /// Scrape `http://addr/metrics` every second until dropped; counts the scrapes that worked.

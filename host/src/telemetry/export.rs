@@ -1,0 +1,184 @@
+//! The export queue and the thread that sends it: spans are encoded into the queue as they
+//! end, and one thread of its own posts them to the collector in batches (OTLP/HTTP,
+//! protobuf), when a batch is full or every schedule delay, and once more at shutdown.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use tokio::sync::Notify;
+
+use super::otlp::{self, Attribute, SpanRecord};
+
+/// The batching settings (`OTEL_BSP_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// Spans waiting at most; more are dropped (and the drop is logged).
+    pub max_queue: usize,
+    /// Spans in one export request at most.
+    pub max_batch: usize,
+    /// How long a span may wait when no batch fills up.
+    pub delay: Duration,
+}
+
+/// Where and how batches are sent.
+pub struct Destination {
+    pub url: reqwest::Url,
+    /// `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` (values never logged: they often hold keys).
+    pub headers: HeaderMap,
+    pub client: reqwest::Client,
+    /// The resource every span belongs to.
+    pub resource: Vec<Attribute>,
+}
+
+/// Spans encoded and waiting for the export thread.
+pub struct Queue {
+    pending: Mutex<Pending>,
+    ready: Notify,
+    stopping: AtomicBool,
+    batching: Batching,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Encoded `ScopeSpans.spans` entries, one after the other.
+    bytes: Vec<u8>,
+    /// Where each span's bytes end.
+    ends: Vec<usize>,
+    /// Spans dropped because the queue was full, since the exporter last looked.
+    dropped: u64,
+}
+
+impl Queue {
+    pub fn new(batching: Batching) -> Queue {
+        Queue { pending: Mutex::default(), ready: Notify::new(), stopping: AtomicBool::new(false), batching }
+    }
+
+    /// Encode `span` into the queue (or count it dropped when the queue is full); a batch
+    /// that fills wakes the exporter.
+    pub fn push(&self, span: &SpanRecord) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.ends.len() >= self.batching.max_queue {
+            pending.dropped += 1;
+            return;
+        }
+        otlp::encode_span(&mut pending.bytes, span);
+        let end = pending.bytes.len();
+        pending.ends.push(end);
+        if pending.ends.len() == self.batching.max_batch {
+            self.ready.notify_one();
+        }
+    }
+
+    /// What is queued, leaving `spare` (emptied) in its place: the exporter hands back the
+    /// buffers it sent, so that they are not grown again from nothing on the workers.
+    fn swap(&self, mut spare: Pending) -> Pending {
+        spare.bytes.clear();
+        spare.ends.clear();
+        spare.dropped = 0;
+        std::mem::replace(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()), spare)
+    }
+
+    /// Ask the exporter to send what is queued and end.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
+}
+
+/// Run the exporter on this thread until the queue is stopped and emptied.
+pub fn run(queue: Arc<Queue>, destination: Destination) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start the span exporter, no span will be exported: {e}");
+            return;
+        }
+    };
+    let mut health = Health::default();
+    let mut spare = Pending::default();
+    runtime.block_on(async {
+        loop {
+            let _ = tokio::time::timeout(queue.batching.delay, queue.ready.notified()).await;
+            let stopping = queue.stopping.load(Ordering::Acquire);
+            let pending = queue.swap(spare);
+            health.dropped(pending.dropped, queue.batching.max_queue);
+            let mut start = 0;
+            for batch in pending.ends.chunks(queue.batching.max_batch) {
+                let end = *batch.last().expect("chunks are not empty");
+                health.sent(send(&destination, &pending.bytes[start..end]).await);
+                start = end;
+            }
+            spare = pending;
+            if stopping {
+                return;
+            }
+        }
+    });
+}
+
+/// Post one batch; the whole cause when it fails.
+async fn send(destination: &Destination, spans: &[u8]) -> Result<(), String> {
+    let body = otlp::export_request(&destination.resource, ("capsule", env!("CARGO_PKG_VERSION")), spans);
+    let sent = destination
+        .client
+        .post(destination.url.clone())
+        .headers(destination.headers.clone())
+        .header(CONTENT_TYPE, "application/x-protobuf")
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Err(e) => {
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                why = format!("{why}: {cause}");
+                source = cause.source();
+            }
+            Err(why)
+        }
+        Ok(response) if !response.status().is_success() => Err(format!("the collector answered {}", response.status())),
+        // The body (an `ExportTraceServiceResponse`) is read so that the connection is reused.
+        Ok(response) => response.bytes().await.map(drop).map_err(|e| e.to_string()),
+    }
+}
+
+/// What the log says about exporting: once when exports start failing (or spans start being
+/// dropped) and why, once when they work again; not once a batch.
+#[derive(Default)]
+struct Health {
+    failing: bool,
+    dropping: bool,
+}
+
+impl Health {
+    fn sent(&mut self, result: Result<(), String>) {
+        match result {
+            Err(why) if !self.failing => {
+                self.failing = true;
+                tracing::warn!(
+                    "exporting spans over OTLP failed (that batch is dropped; the next ones are still sent): {why}"
+                );
+            }
+            Ok(()) if self.failing => {
+                self.failing = false;
+                tracing::info!("exporting spans over OTLP works again");
+            }
+            _ => {}
+        }
+    }
+
+    fn dropped(&mut self, dropped: u64, max_queue: usize) {
+        if dropped > 0 && !self.dropping {
+            tracing::warn!(
+                "{dropped} spans were dropped: more than {max_queue} were waiting for export \
+                 (OTEL_BSP_MAX_QUEUE_SIZE); later drops are logged at debug level"
+            );
+        } else if dropped > 0 {
+            tracing::debug!("{dropped} more spans were dropped: the export queue was full");
+        }
+        self.dropping |= dropped > 0;
+    }
+}

@@ -1,0 +1,347 @@
+//! The `tracing` layer that records Capsule's spans for OTLP: ids and parents, the fields the
+//! spans name (the `otel.*` ones set name, kind and status), the log records written inside
+//! them as events, and start and end times. A sampled span is encoded once, when it closes,
+//! into the export queue; an unsampled one keeps only its ids.
+//!
+//! Capsule records its spans itself rather than through tracing-opentelemetry and the
+//! OpenTelemetry SDK: those build a span model per span, convert it again for export, and
+//! cost about a fifth of a stateless call's throughput on two cores (BENCHMARKS "Watching").
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+use super::export::Queue;
+use super::otlp::{self, Attribute, SpanKind, SpanRecord, Status, Value};
+use super::w3c::RemoteParent;
+
+/// Which traces are recorded (`OTEL_TRACES_SAMPLER`, decided when a trace starts here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampler {
+    /// For a trace that starts here.
+    pub root: Rule,
+    /// Follow the client's sampled flag when it sends trace context.
+    pub parent_based: bool,
+}
+
+/// A sampler's own decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rule {
+    On,
+    Off,
+    /// Sample a trace when the low 63 bits of its id's last eight bytes are below this
+    /// (OpenTelemetry's `TraceIdRatioBased`, so that every service sampling at one ratio keeps
+    /// the same traces).
+    Below(u64),
+}
+
+impl Rule {
+    /// The rule that keeps `ratio` (0 to 1) of the traces.
+    pub fn ratio(ratio: f64) -> Rule {
+        if ratio >= 1.0 {
+            Rule::On
+        } else if ratio <= 0.0 {
+            Rule::Off
+        } else {
+            Rule::Below((ratio * (1u64 << 63) as f64) as u64)
+        }
+    }
+}
+
+impl Sampler {
+    fn samples(&self, trace_id: &[u8; 16], parent: Option<&RemoteParent>) -> bool {
+        match (parent, self.root) {
+            (Some(parent), _) if self.parent_based => parent.sampled,
+            (_, Rule::On) => true,
+            (_, Rule::Off) => false,
+            (_, Rule::Below(bound)) => {
+                let low = u64::from_be_bytes(trace_id[8..].try_into().expect("eight bytes"));
+                (low >> 1) < bound
+            }
+        }
+    }
+}
+
+/// How much one span may carry (`OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`,
+/// `OTEL_SPAN_EVENT_COUNT_LIMIT`); what is beyond is counted as dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanLimits {
+    pub attributes: usize,
+    pub events: usize,
+}
+
+/// The layer: records the spans its filter lets through and queues the sampled ones.
+pub struct SpanRecorder {
+    queue: Arc<Queue>,
+    sampler: Sampler,
+    limits: SpanLimits,
+}
+
+impl SpanRecorder {
+    pub fn new(queue: Arc<Queue>, sampler: Sampler, limits: SpanLimits) -> SpanRecorder {
+        SpanRecorder { queue, sampler, limits }
+    }
+}
+
+/// What the layer keeps in a span's extensions while it is open.
+pub(super) struct Live {
+    record: SpanRecord,
+    sampled: bool,
+    /// A span with no parent here: its trace may still be joined to a client's.
+    root: bool,
+    sampler: Sampler,
+    limits: SpanLimits,
+}
+
+impl Live {
+    /// Continue the client's trace (a root span, before it is first entered).
+    pub(super) fn adopt(&mut self, parent: &RemoteParent) {
+        if !self.root {
+            return;
+        }
+        self.record.trace_id = parent.trace_id;
+        self.record.parent_id = parent.span_id;
+        self.record.remote_parent = true;
+        self.record.trace_state.clone_from(&parent.state);
+        self.sampled = self.sampler.samples(&parent.trace_id, Some(parent));
+    }
+
+    pub(super) fn trace_id(&self) -> [u8; 16] {
+        self.record.trace_id
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A fresh trace id (never all zeros, which means none).
+pub fn trace_id() -> [u8; 16] {
+    rand::random::<u128>().max(1).to_be_bytes()
+}
+
+impl<S> Layer<S> for SpanRecorder
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let parent = match attrs.parent() {
+            Some(parent) => ctx.span(parent),
+            None if attrs.is_contextual() => ctx.lookup_current(),
+            None => None,
+        };
+        let inherited = parent.and_then(|parent| {
+            let extensions = parent.extensions();
+            let live = extensions.get::<Live>()?;
+            Some((live.record.trace_id, live.record.span_id, live.sampled))
+        });
+        let root = inherited.is_none();
+        let (trace_id, parent_id, sampled) = inherited.unwrap_or_else(|| {
+            let trace_id = trace_id();
+            (trace_id, [0; 8], self.sampler.samples(&trace_id, None))
+        });
+        let mut live = Live {
+            record: SpanRecord {
+                trace_id,
+                span_id: rand::random::<u64>().max(1).to_be_bytes(),
+                parent_id,
+                name: Cow::Borrowed(attrs.metadata().name()),
+                start: now(),
+                attributes: Vec::with_capacity(attrs.metadata().fields().len()),
+                ..SpanRecord::default()
+            },
+            sampled,
+            root,
+            sampler: self.sampler,
+            limits: self.limits,
+        };
+        // A root's fields are kept even when it is not sampled yet: a client's trace context
+        // may still make it sampled.
+        if sampled || root {
+            attrs.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes });
+        }
+        span.extensions_mut().insert(live);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) {
+            values.record(&mut Fields { span: &mut live.record, limit: live.limits.attributes });
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.event_span(event) else { return };
+        let mut extensions = span.extensions_mut();
+        let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) else { return };
+        if live.record.events.len() >= live.limits.events {
+            live.record.dropped_events += 1;
+            return;
+        }
+        let metadata = event.metadata();
+        let mut fields = EventFields {
+            event: otlp::Event {
+                time: now(),
+                name: String::new(),
+                attributes: vec![
+                    Attribute { key: "level".into(), value: Value::Str(metadata.level().as_str().into()) },
+                    Attribute { key: "target".into(), value: Value::Str(metadata.target().into()) },
+                ],
+                dropped_attributes: 0,
+            },
+            limit: live.limits.attributes,
+        };
+        event.record(&mut fields);
+        if *metadata.level() == Level::ERROR && live.record.status == Status::Unset {
+            live.record.status = Status::Error(fields.event.name.clone());
+        }
+        live.record.events.push(fields.event);
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(mut live) = span.extensions_mut().remove::<Live>() else { return };
+        if live.sampled {
+            live.record.end = now();
+            self.queue.push(&live.record);
+        }
+    }
+}
+
+/// A span's fields: `otel.name`, `otel.kind`, `otel.status_code` and `otel.status_message`
+/// describe the span; `trace_id` is for the logs; the rest are attributes (`error.type` also
+/// makes the status an error, as the semantic conventions ask).
+struct Fields<'a> {
+    span: &'a mut SpanRecord,
+    limit: usize,
+}
+
+impl Fields<'_> {
+    fn set(&mut self, field: &Field, value: Value) {
+        let text = |value: Value| match value {
+            Value::Str(text) => text,
+            Value::Bool(b) => b.to_string().into(),
+            Value::Int(i) => i.to_string().into(),
+            Value::Double(d) => d.to_string().into(),
+        };
+        match field.name() {
+            "otel.name" => self.span.name = text(value),
+            "otel.kind" => self.span.kind = SpanKind::named(&text(value)).unwrap_or_default(),
+            "otel.status_code" => match text(value).to_ascii_lowercase().as_str() {
+                "error" if !matches!(self.span.status, Status::Error(_)) => {
+                    self.span.status = Status::Error(String::new())
+                }
+                "ok" => self.span.status = Status::Ok,
+                _ => {}
+            },
+            "otel.status_message" => {
+                let message = text(value).into_owned();
+                match &mut self.span.status {
+                    Status::Error(described) => *described = message,
+                    status => *status = Status::Error(message),
+                }
+            }
+            "trace_id" => {}
+            key => {
+                if key == "error.type" && self.span.status == Status::Unset {
+                    self.span.status = Status::Error(String::new());
+                }
+                set_attribute(&mut self.span.attributes, &mut self.span.dropped_attributes, self.limit, key, value);
+            }
+        }
+    }
+}
+
+fn set_attribute(attributes: &mut Vec<Attribute>, dropped: &mut u32, limit: usize, key: &'static str, value: Value) {
+    if let Some(existing) = attributes.iter_mut().find(|a| a.key == key) {
+        existing.value = value;
+    } else if attributes.len() < limit {
+        attributes.push(Attribute { key: Cow::Borrowed(key), value });
+    } else {
+        *dropped += 1;
+    }
+}
+
+/// Turns each `record_*` into a [`Value`] for `$set`.
+macro_rules! visit_values {
+    () => {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.set(field, Value::Str(value.to_owned().into()));
+        }
+        fn record_bool(&mut self, field: &Field, value: bool) {
+            self.set(field, Value::Bool(value));
+        }
+        fn record_i64(&mut self, field: &Field, value: i64) {
+            self.set(field, Value::Int(value));
+        }
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            match i64::try_from(value) {
+                Ok(value) => self.set(field, Value::Int(value)),
+                Err(_) => self.set(field, Value::Str(value.to_string().into())),
+            }
+        }
+        fn record_f64(&mut self, field: &Field, value: f64) {
+            self.set(field, Value::Double(value));
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+            self.set(field, Value::Str(format!("{value:?}").into()));
+        }
+    };
+}
+
+impl Visit for Fields<'_> {
+    visit_values!();
+}
+
+/// An event's fields: its message names it, the rest are attributes.
+struct EventFields {
+    event: otlp::Event,
+    limit: usize,
+}
+
+impl EventFields {
+    fn set(&mut self, field: &Field, value: Value) {
+        match (field.name(), value) {
+            ("message", Value::Str(text)) => self.event.name = text.into_owned(),
+            (key, value) => {
+                let event = &mut self.event;
+                set_attribute(&mut event.attributes, &mut event.dropped_attributes, self.limit, key, value)
+            }
+        }
+    }
+}
+
+impl Visit for EventFields {
+    visit_values!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_sampler_keeps_about_its_share_and_a_parent_based_one_follows_the_client() {
+        let sampler = Sampler { root: Rule::ratio(0.25), parent_based: true };
+        let kept = (0..10_000).filter(|_| sampler.samples(&trace_id(), None)).count();
+        assert!((2_000..3_000).contains(&kept), "{kept} of 10000 at 0.25");
+        let parent = |sampled| RemoteParent { trace_id: [0xff; 16], span_id: [1; 8], sampled, state: None };
+        let always = Sampler { root: Rule::On, parent_based: true };
+        assert!(!always.samples(&[0xff; 16], Some(&parent(false))));
+        let never = Sampler { root: Rule::Off, parent_based: true };
+        assert!(never.samples(&[0xff; 16], Some(&parent(true))));
+        let not_parent_based = Sampler { root: Rule::Off, parent_based: false };
+        assert!(!not_parent_based.samples(&[0xff; 16], Some(&parent(true))));
+        assert_eq!(Rule::ratio(1.5), Rule::On);
+        assert_eq!(Rule::ratio(0.0), Rule::Off);
+    }
+}
