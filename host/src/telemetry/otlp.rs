@@ -17,7 +17,11 @@ pub struct SpanRecord {
     /// Whether the parent is a client's span, named by its trace context.
     pub remote_parent: bool,
     pub trace_state: Option<Box<str>>,
-    pub name: Cow<'static, str>,
+    /// A [`Value::Str`] or a [`Value::Spanned`].
+    pub name: Value,
+    /// The text the span's [`Value::Spanned`] values point into: one buffer a span, rather
+    /// than an allocation per string field.
+    pub text: String,
     pub kind: SpanKind,
     pub start: u64,
     pub end: u64,
@@ -73,9 +77,28 @@ pub struct Attribute {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Str(Cow<'static, str>),
+    /// A string kept in the span's own `text`, by byte range.
+    Spanned(u32, u32),
     Bool(bool),
     Int(i64),
     Double(f64),
+}
+
+impl Default for Value {
+    fn default() -> Value {
+        Value::Str(Cow::Borrowed(""))
+    }
+}
+
+impl Value {
+    /// The string this value is, given its span's text (empty for a value that is not one).
+    pub fn as_str<'a>(&'a self, text: &'a str) -> &'a str {
+        match self {
+            Value::Str(value) => value,
+            Value::Spanned(start, end) => text.get(*start as usize..*end as usize).unwrap_or_default(),
+            _ => "",
+        }
+    }
 }
 
 /// Something that happened during a span (a log record written inside it).
@@ -104,12 +127,12 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
         if span.parent_id != [0; 8] {
             bytes(out, 4, &span.parent_id);
         }
-        bytes(out, 5, span.name.as_bytes());
+        bytes(out, 5, span.name.as_str(&span.text).as_bytes());
         varint_field(out, 6, span.kind as u64);
         fixed64(out, 7, span.start);
         fixed64(out, 8, span.end);
         for attribute in &span.attributes {
-            key_value(out, 9, attribute);
+            key_value(out, 9, attribute, &span.text);
         }
         if span.dropped_attributes > 0 {
             varint_field(out, 10, span.dropped_attributes.into());
@@ -119,7 +142,7 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
                 fixed64(out, 1, event.time);
                 bytes(out, 2, event.name.as_bytes());
                 for attribute in &event.attributes {
-                    key_value(out, 3, attribute);
+                    key_value(out, 3, attribute, "");
                 }
                 if event.dropped_attributes > 0 {
                     varint_field(out, 4, event.dropped_attributes.into());
@@ -152,7 +175,7 @@ pub fn export_request(resource: &[Attribute], scope: (&str, &str), spans: &[u8])
     nested(&mut out, 1, |out| {
         nested(out, 1, |out| {
             for attribute in resource {
-                key_value(out, 1, attribute);
+                key_value(out, 1, attribute, "");
             }
         });
         nested(out, 2, |out| {
@@ -216,11 +239,12 @@ fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
-fn key_value(out: &mut Vec<u8>, field: u32, attribute: &Attribute) {
+/// An attribute; `text` is the span's, for [`Value::Spanned`] values.
+fn key_value(out: &mut Vec<u8>, field: u32, attribute: &Attribute, text: &str) {
     nested(out, field, |out| {
         bytes(out, 1, attribute.key.as_bytes());
         nested(out, 2, |out| match &attribute.value {
-            Value::Str(text) => bytes(out, 1, text.as_bytes()),
+            value @ (Value::Str(_) | Value::Spanned(..)) => bytes(out, 1, value.as_str(text).as_bytes()),
             Value::Bool(value) => varint_field(out, 2, u64::from(*value)),
             Value::Int(value) => varint_field(out, 3, *value as u64),
             Value::Double(value) => fixed64(out, 4, value.to_bits()),
@@ -249,7 +273,8 @@ mod tests {
         let span = SpanRecord {
             trace_id: [1; 16],
             span_id: [2; 8],
-            name: "tools/call add".into(),
+            name: Value::Spanned(1, 15),
+            text: "xtools/call add".into(),
             kind: SpanKind::Server,
             start: 5,
             end: 9,

@@ -8,7 +8,7 @@
 //! cost about a fifth of a stateless call's throughput on two cores (BENCHMARKS "Watching").
 
 use std::borrow::Cow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -154,9 +154,10 @@ where
                 trace_id,
                 span_id: rand::random::<u64>().max(1).to_be_bytes(),
                 parent_id,
-                name: Cow::Borrowed(attrs.metadata().name()),
+                name: Value::Str(Cow::Borrowed(attrs.metadata().name())),
                 start: now(),
                 attributes: Vec::with_capacity(attrs.metadata().fields().len()),
+                text: String::with_capacity(128),
                 ..SpanRecord::default()
             },
             sampled,
@@ -227,36 +228,47 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
+    /// A string value written into the span's text.
+    fn keep(&mut self, write: impl FnOnce(&mut String)) -> Value {
+        let start = self.span.text.len();
+        write(&mut self.span.text);
+        Value::Spanned(start as u32, self.span.text.len() as u32)
+    }
+
     fn set(&mut self, field: &Field, value: Value) {
-        let text = |value: Value| match value {
-            Value::Str(text) => text,
-            Value::Bool(b) => b.to_string().into(),
-            Value::Int(i) => i.to_string().into(),
-            Value::Double(d) => d.to_string().into(),
+        let span = &mut *self.span;
+        let text = |value: &Value| match value {
+            Value::Str(_) | Value::Spanned(..) => value.as_str(&span.text).to_owned(),
+            Value::Bool(b) => b.to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Double(d) => d.to_string(),
         };
         match field.name() {
-            "otel.name" => self.span.name = text(value),
-            "otel.kind" => self.span.kind = SpanKind::named(&text(value)).unwrap_or_default(),
-            "otel.status_code" => match text(value).to_ascii_lowercase().as_str() {
-                "error" if !matches!(self.span.status, Status::Error(_)) => {
-                    self.span.status = Status::Error(String::new())
+            "otel.name" => {
+                span.name = match value {
+                    Value::Str(_) | Value::Spanned(..) => value,
+                    other => Value::Str(text(&other).into()),
                 }
-                "ok" => self.span.status = Status::Ok,
+            }
+            "otel.kind" => span.kind = SpanKind::named(&text(&value)).unwrap_or_default(),
+            "otel.status_code" => match text(&value).to_ascii_lowercase().as_str() {
+                "error" if !matches!(span.status, Status::Error(_)) => span.status = Status::Error(String::new()),
+                "ok" => span.status = Status::Ok,
                 _ => {}
             },
             "otel.status_message" => {
-                let message = text(value).into_owned();
-                match &mut self.span.status {
+                let message = text(&value);
+                match &mut span.status {
                     Status::Error(described) => *described = message,
                     status => *status = Status::Error(message),
                 }
             }
             "trace_id" => {}
             key => {
-                if key == "error.type" && self.span.status == Status::Unset {
-                    self.span.status = Status::Error(String::new());
+                if key == "error.type" && span.status == Status::Unset {
+                    span.status = Status::Error(String::new());
                 }
-                set_attribute(&mut self.span.attributes, &mut self.span.dropped_attributes, self.limit, key, value);
+                set_attribute(&mut span.attributes, &mut span.dropped_attributes, self.limit, key, value);
             }
         }
     }
@@ -272,11 +284,12 @@ fn set_attribute(attributes: &mut Vec<Attribute>, dropped: &mut u32, limit: usiz
     }
 }
 
-/// Turns each `record_*` into a [`Value`] for `$set`.
+/// Turns each `record_*` into a [`Value`] for `set` (strings through `keep`).
 macro_rules! visit_values {
     () => {
         fn record_str(&mut self, field: &Field, value: &str) {
-            self.set(field, Value::Str(value.to_owned().into()));
+            let value = self.keep(|text| text.push_str(value));
+            self.set(field, value);
         }
         fn record_bool(&mut self, field: &Field, value: bool) {
             self.set(field, Value::Bool(value));
@@ -287,14 +300,22 @@ macro_rules! visit_values {
         fn record_u64(&mut self, field: &Field, value: u64) {
             match i64::try_from(value) {
                 Ok(value) => self.set(field, Value::Int(value)),
-                Err(_) => self.set(field, Value::Str(value.to_string().into())),
+                Err(_) => {
+                    let value = self.keep(|text| {
+                        let _ = write!(text, "{value}");
+                    });
+                    self.set(field, value)
+                }
             }
         }
         fn record_f64(&mut self, field: &Field, value: f64) {
             self.set(field, Value::Double(value));
         }
         fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-            self.set(field, Value::Str(format!("{value:?}").into()));
+            let value = self.keep(|text| {
+                let _ = write!(text, "{value:?}");
+            });
+            self.set(field, value);
         }
     };
 }
@@ -310,6 +331,13 @@ struct EventFields {
 }
 
 impl EventFields {
+    /// A string value of its own (events are rare; spans share a buffer).
+    fn keep(&mut self, write: impl FnOnce(&mut String)) -> Value {
+        let mut text = String::new();
+        write(&mut text);
+        Value::Str(text.into())
+    }
+
     fn set(&mut self, field: &Field, value: Value) {
         match (field.name(), value) {
             ("message", Value::Str(text)) => self.event.name = text.into_owned(),
