@@ -263,7 +263,6 @@ impl Fields<'_> {
                     status => *status = Status::Error(message),
                 }
             }
-            "trace_id" => {}
             key => {
                 if key == "error.type" && span.status == Status::Unset {
                     span.status = Status::Error(String::new());
@@ -288,8 +287,10 @@ fn set_attribute(attributes: &mut Vec<Attribute>, dropped: &mut u32, limit: usiz
 macro_rules! visit_values {
     () => {
         fn record_str(&mut self, field: &Field, value: &str) {
-            let value = self.keep(|text| text.push_str(value));
-            self.set(field, value);
+            if field.name() != "trace_id" {
+                let value = self.keep(|text| text.push_str(value));
+                self.set(field, value);
+            }
         }
         fn record_bool(&mut self, field: &Field, value: bool) {
             self.set(field, Value::Bool(value));
@@ -312,10 +313,13 @@ macro_rules! visit_values {
             self.set(field, Value::Double(value));
         }
         fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-            let value = self.keep(|text| {
-                let _ = write!(text, "{value:?}");
-            });
-            self.set(field, value);
+            // `trace_id` is for the logs (the span has its ids): not even formatted here.
+            if field.name() != "trace_id" {
+                let value = self.keep(|text| {
+                    let _ = write!(text, "{value:?}");
+                });
+                self.set(field, value);
+            }
         }
     };
 }

@@ -319,7 +319,13 @@ struct Hex([u8; 16]);
 
 impl std::fmt::Display for Hex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [0u8; 32];
+        for (i, byte) in self.0.iter().enumerate() {
+            text[2 * i] = DIGITS[usize::from(byte >> 4)];
+            text[2 * i + 1] = DIGITS[usize::from(byte & 0xf)];
+        }
+        f.write_str(std::str::from_utf8(&text).unwrap_or_default())
     }
 }
 
