@@ -4,6 +4,7 @@ per span: ids in hex, trace state, flags, name, kind, start and end (Unix nanose
 attributes as strings, status, and events (name and attributes).
 
     otlp_receiver.py [--tls CERT.pem KEY.pem]     (HTTPS with that certificate)
+    otlp_receiver.py --refuse N                   (answer the first N exports 503, Retry-After: 0)
 """
 import gzip
 import http.server
@@ -23,9 +24,20 @@ def value(any_value):
     return str(getattr(any_value, kind)) if kind else ""
 
 
+refusals = int(sys.argv[2]) if sys.argv[1:2] == ["--refuse"] else 0
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
+        global refusals
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if refusals > 0:
+            refusals -= 1
+            self.send_response(503)
+            self.send_header("retry-after", "0")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         if self.headers.get("content-encoding") == "gzip":
             body = gzip.decompress(body)
         request = ExportTraceServiceRequest()

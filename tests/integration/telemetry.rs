@@ -521,6 +521,29 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A collector that refuses the first exports for a moment (503 with `Retry-After`) still
+/// gets the spans: the exporter tries each batch again, and no failure is logged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_the_collector_refuses_for_a_moment_is_sent_again() {
+    let receiver = Receiver::start_with(&["--refuse".as_ref(), "2".as_ref()]);
+    let dir = scratch_dir("trace-retry").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let server = Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &receiver.env());
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let trace = "6e0c63257de34c92bf9efcd03927272e";
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    receiver.find("initialize", |_| true);
+    receiver.span(trace, "tools/call add");
+    assert!(!server.log().contains("exporting spans over OTLP failed"), "{}", server.log());
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A collector behind HTTPS with a private CA: spans reach it when the operator trusts that CA
 /// through `OTEL_EXPORTER_OTLP_CERTIFICATE`, and are refused (the server serving on) when not.
 #[tokio::test]

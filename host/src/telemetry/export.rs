@@ -1,12 +1,14 @@
 //! The export queue and the thread that sends it: spans are encoded into the queue as they
 //! end, and one thread of its own posts them to the collector in batches (OTLP/HTTP,
-//! protobuf), when a batch is full or every schedule delay, and once more at shutdown.
+//! protobuf), when a batch is full or every schedule delay, and once more at shutdown. A
+//! batch the collector could not take for a passing reason (unreachable, 429, 502, 503, 504)
+//! is tried again a few times before it is dropped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use tokio::sync::Notify;
 
 use super::otlp::{self, Attribute, SpanRecord};
@@ -107,7 +109,7 @@ pub fn run(queue: Arc<Queue>, destination: Destination) {
             let mut start = 0;
             for batch in pending.ends.chunks(queue.batching.max_batch) {
                 let end = *batch.last().expect("chunks are not empty");
-                health.sent(send(&destination, &pending.bytes[start..end]).await);
+                health.sent(deliver(&destination, &pending.bytes[start..end], &queue.stopping).await);
                 start = end;
             }
             spare = pending;
@@ -118,9 +120,41 @@ pub fn run(queue: Arc<Queue>, destination: Destination) {
     });
 }
 
-/// Post one batch; the whole cause when it fails.
-async fn send(destination: &Destination, spans: &[u8]) -> Result<(), String> {
+/// How often one batch is tried when the collector cannot be reached or answers 429, 502, 503
+/// or 504 (what OTLP/HTTP calls retryable): waiting 250 ms, then 500 ms, then 1 s, or as long
+/// as its `Retry-After` asks, up to 5 s. Not while shutting down.
+const TRIES: u32 = 4;
+const FIRST_WAIT: Duration = Duration::from_millis(250);
+const LONGEST_WAIT: Duration = Duration::from_secs(5);
+
+/// Send one batch, retrying what may pass later; the whole cause when it fails for good.
+async fn deliver(destination: &Destination, spans: &[u8], stopping: &AtomicBool) -> Result<(), String> {
     let body = otlp::export_request(&destination.resource, ("capsule", env!("CARGO_PKG_VERSION")), spans);
+    let mut wait = FIRST_WAIT;
+    let mut tries = 1;
+    loop {
+        match send(destination, body.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(failure) if failure.retryable && tries < TRIES && !stopping.load(Ordering::Acquire) => {
+                tokio::time::sleep(failure.retry_after.unwrap_or(wait).min(LONGEST_WAIT)).await;
+                wait *= 2;
+                tries += 1;
+            }
+            Err(failure) if tries > 1 => return Err(format!("{} (tried {tries} times)", failure.why)),
+            Err(failure) => return Err(failure.why),
+        }
+    }
+}
+
+/// Why a post failed, and whether trying again may help.
+struct Failure {
+    why: String,
+    retryable: bool,
+    retry_after: Option<Duration>,
+}
+
+/// Post one export request.
+async fn send(destination: &Destination, body: Vec<u8>) -> Result<(), Failure> {
     let sent = destination
         .client
         .post(destination.url.clone())
@@ -137,11 +171,23 @@ async fn send(destination: &Destination, spans: &[u8]) -> Result<(), String> {
                 why = format!("{why}: {cause}");
                 source = cause.source();
             }
-            Err(why)
+            Err(Failure { why, retryable: e.is_connect() || e.is_timeout(), retry_after: None })
         }
-        Ok(response) if !response.status().is_success() => Err(format!("the collector answered {}", response.status())),
+        Ok(response) if !response.status().is_success() => {
+            let status = response.status();
+            let retry_after = response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.trim().parse().ok());
+            Err(Failure {
+                why: format!("the collector answered {status}"),
+                retryable: matches!(status.as_u16(), 429 | 502 | 503 | 504),
+                retry_after: retry_after.map(Duration::from_secs),
+            })
+        }
         // The body (an `ExportTraceServiceResponse`) is read so that the connection is reused.
-        Ok(response) => response.bytes().await.map(drop).map_err(|e| e.to_string()),
+        Ok(response) => response.bytes().await.map(drop).map_err(|e| Failure {
+            why: e.to_string(),
+            retryable: false,
+            retry_after: None,
+        }),
     }
 }
 
