@@ -180,7 +180,8 @@ impl TraceConfig {
         let batching = Batching {
             max_queue,
             max_batch: (number(one("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), 512)?.max(1) as usize).min(max_queue),
-            delay: Duration::from_millis(number(one("OTEL_BSP_SCHEDULE_DELAY"), 5_000)?),
+            // At least a millisecond: a zero delay would have the exporter spin.
+            delay: Duration::from_millis(number(one("OTEL_BSP_SCHEDULE_DELAY"), 5_000)?.max(1)),
         };
         let limits = SpanLimits {
             attributes: number(one("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"), 128)? as usize,
@@ -362,6 +363,9 @@ mod tests {
         assert_eq!(headers, [("x-tenant", "a b"), ("api-key", "two")]);
         assert_eq!(config.timeout, Duration::from_millis(2500));
         assert_eq!((config.batching.max_queue, config.batching.max_batch), (100, 100));
+        assert_eq!(config.batching.delay, Duration::from_secs(5));
+        let config = TraceConfig::from_vars(env(&[AT, ("OTEL_BSP_SCHEDULE_DELAY", "0")])).unwrap().unwrap();
+        assert_eq!(config.batching.delay, Duration::from_millis(1));
         assert_eq!(config.sampler, Sampler { root: Rule::ratio(0.5), parent_based: true });
         let resource: Vec<_> = config.resource.iter().map(|a| (&*a.key, a.value.clone())).take(2).collect();
         assert_eq!(
