@@ -364,8 +364,8 @@ mod tests {
         assert_eq!(config.timeout, Duration::from_millis(2500));
         assert_eq!((config.batching.max_queue, config.batching.max_batch), (100, 100));
         assert_eq!(config.batching.delay, Duration::from_secs(5));
-        let config = TraceConfig::from_vars(env(&[AT, ("OTEL_BSP_SCHEDULE_DELAY", "0")])).unwrap().unwrap();
-        assert_eq!(config.batching.delay, Duration::from_millis(1));
+        let at_once = TraceConfig::from_vars(env(&[AT, ("OTEL_BSP_SCHEDULE_DELAY", "0")])).unwrap().unwrap();
+        assert_eq!(at_once.batching.delay, Duration::from_millis(1));
         assert_eq!(config.sampler, Sampler { root: Rule::ratio(0.5), parent_based: true });
         let resource: Vec<_> = config.resource.iter().map(|a| (&*a.key, a.value.clone())).take(2).collect();
         assert_eq!(
