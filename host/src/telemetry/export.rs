@@ -129,7 +129,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(5);
 
 /// Send one batch, retrying what may pass later; the whole cause when it fails for good.
 async fn deliver(destination: &Destination, spans: &[u8], stopping: &AtomicBool) -> Result<(), String> {
-    let body = otlp::export_request(&destination.resource, ("capsule", env!("CARGO_PKG_VERSION")), spans);
+    // Shared, not copied, by each try.
+    let body =
+        bytes::Bytes::from(otlp::export_request(&destination.resource, ("capsule", env!("CARGO_PKG_VERSION")), spans));
     let mut wait = FIRST_WAIT;
     let mut tries = 1;
     loop {
@@ -154,7 +156,7 @@ struct Failure {
 }
 
 /// Post one export request.
-async fn send(destination: &Destination, body: Vec<u8>) -> Result<(), Failure> {
+async fn send(destination: &Destination, body: bytes::Bytes) -> Result<(), Failure> {
     let sent = destination
         .client
         .post(destination.url.clone())

@@ -21,4 +21,4 @@ mod w3c;
 
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, Traffic};
 pub use serve::{Scrape, respond, serve};
-pub use traces::{TraceConfig, TraceSetupError, Traces, start_trace};
+pub use traces::{TraceSetupError, Traces, start_trace};

@@ -98,7 +98,6 @@ pub(super) struct Live {
     /// A span with no parent here: its trace may still be joined to a client's.
     root: bool,
     sampler: Sampler,
-    limits: SpanLimits,
 }
 
 impl Live {
@@ -163,7 +162,6 @@ where
             sampled,
             root,
             sampler: self.sampler,
-            limits: self.limits,
         };
         // A root's fields are kept even when it is not sampled yet: a client's trace context
         // may still make it sampled.
@@ -177,7 +175,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
         if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) {
-            values.record(&mut Fields { span: &mut live.record, limit: live.limits.attributes });
+            values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes });
         }
     }
 
@@ -185,7 +183,7 @@ where
         let Some(span) = ctx.event_span(event) else { return };
         let mut extensions = span.extensions_mut();
         let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) else { return };
-        if live.record.events.len() >= live.limits.events {
+        if live.record.events.len() >= self.limits.events {
             live.record.dropped_events += 1;
             return;
         }
@@ -200,7 +198,7 @@ where
                 ],
                 dropped_attributes: 0,
             },
-            limit: live.limits.attributes,
+            limit: self.limits.attributes,
         };
         event.record(&mut fields);
         if *metadata.level() == Level::ERROR && live.record.status == Status::Unset {

@@ -69,7 +69,7 @@ impl Traces {
     }
 
     /// Build the HTTP client and start the export thread.
-    pub fn start(config: TraceConfig) -> Result<Traces, TraceSetupError> {
+    fn start(config: TraceConfig) -> Result<Traces, TraceSetupError> {
         let client = http_client(config.certificate.as_ref(), config.timeout)?;
         let queue = Arc::new(Queue::new(config.batching));
         let destination = Destination {
@@ -312,22 +312,7 @@ pub fn start_trace(span: &tracing::Span, parent: Option<(&str, Option<&str>)>) {
         })
         .flatten();
     let id = recorded.or(parent.map(|p| p.trace_id)).unwrap_or_else(super::spans::trace_id);
-    span.record("trace_id", tracing::field::display(Hex(id)));
-}
-
-/// A trace id as 32 lowercase hex digits.
-struct Hex([u8; 16]);
-
-impl std::fmt::Display for Hex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut text = [0u8; 32];
-        for (i, byte) in self.0.iter().enumerate() {
-            text[2 * i] = DIGITS[usize::from(byte >> 4)];
-            text[2 * i + 1] = DIGITS[usize::from(byte & 0xf)];
-        }
-        f.write_str(std::str::from_utf8(&text).unwrap_or_default())
-    }
+    span.record("trace_id", tracing::field::display(format_args!("{:032x}", u128::from_be_bytes(id))));
 }
 
 #[cfg(test)]

@@ -106,16 +106,7 @@ fn main() -> ExitCode {
             run(async move { servers::native_http(addr).await.map(|()| true) })
         }
         Some(Serve::Native { listen: None }) => run(async { servers::native_stdio().await.map(|()| true) }),
-        Some(Serve::Sink) => {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-            match runtime.block_on(telemetry::sink()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sink: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Some(Serve::Sink) => run(async { telemetry::sink().await.map(|()| true) }),
         Some(Serve::Floor { listen }) => run(async move { servers::floor_http(listen).await.map(|()| true) }),
         Some(Serve::Load { addr, clients, seconds, stateless }) => run(async move {
             let mode = if stateless { Mode::Stateless } else { Mode::Legacy };
