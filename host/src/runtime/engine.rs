@@ -1,7 +1,6 @@
 //! The shared engine: configuration, the epoch ticker, the linker, and compilation.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -10,6 +9,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use super::bindings;
 use super::cache::{CompileCache, digest};
+use super::clock::EpochClock;
 use super::error::LoadError;
 use super::plugin::Plugin;
 use super::pool::InstancePool;
@@ -21,8 +21,8 @@ use crate::telemetry::Metrics;
 /// How often the epoch advances: how often a computing plugin yields to other tasks, its CPU
 /// time is checked against its deadline, and a call past its first half millisecond moves off
 /// the request workers (see `offload`). It bounds how long a computing plugin holds a worker,
-/// so it is part of what other clients wait (the battery benchmark measures it); 4000
-/// wake-ups a second cost nothing measurable.
+/// so it is part of what other clients wait (the battery benchmark measures it). The clock
+/// ticks only while calls run (see `clock`).
 const EPOCH_TICK: Duration = Duration::from_micros(250);
 
 /// The largest component accepted: core instances (a Rust component has a handful: its
@@ -83,8 +83,8 @@ pub(crate) struct RuntimeInner {
     pub engine: Engine,
     pub linker: Linker<CallState>,
     pub config: RuntimeConfig,
-    /// Stores alive right now, one per running call.
-    pub live: Arc<AtomicUsize>,
+    /// Counts the stores alive, one per running call, and interrupts them.
+    pub clock: EpochClock,
     /// Who may use the engine's instances.
     pub pool: InstancePool,
     /// Components in use, by SHA-256: a component served by several tenants (or reloaded
@@ -139,29 +139,19 @@ impl PluginRuntime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(engine_error)?;
 
-        let weak = engine.weak();
-        std::thread::Builder::new()
-            .name("capsule-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })
+        let clock = EpochClock::start(&engine, EPOCH_TICK)
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
-        let live = Arc::default();
         let pool = InstancePool::new(instances);
         Ok(PluginRuntime {
-            inner: Arc::new(RuntimeInner { engine, linker, config, live, pool, components: Mutex::default() }),
+            inner: Arc::new(RuntimeInner { engine, linker, config, clock, pool, components: Mutex::default() }),
         })
     }
 
     /// How many plugin instances are alive: one per call in progress. Every call drops its
     /// instance when it ends, however it ends, so at rest this is zero.
     pub fn live_instances(&self) -> usize {
-        self.inner.live.load(Ordering::Relaxed)
+        self.inner.clock.live()
     }
 
     /// Whether instance memory is reset by scanning dirty pages (Linux 6.7+), which keeps a

@@ -6,6 +6,7 @@
 
 mod bindings;
 mod cache;
+mod clock;
 mod engine;
 mod error;
 mod fs;

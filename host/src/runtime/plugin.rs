@@ -422,7 +422,7 @@ impl Plugin {
             event_limit: config.event_limit,
             stderr_limit: config.stderr_limit,
             table_elements: config.table_elements,
-            live: &self.runtime.live,
+            clock: &self.runtime.clock,
         })
         .map_err(CallError::Sandbox)?;
         let mut store = Store::new(&self.runtime.engine, state);

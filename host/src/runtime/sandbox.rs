@@ -2,7 +2,6 @@
 //! host functions of `capsule:plugin/host`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::sockets::SocketAddrUse;
@@ -11,6 +10,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::CallEvents;
 use super::bindings::capsule::plugin::{host, types};
+use super::clock::{EpochClock, StoreHold};
 use super::fs::GrantDirs;
 use super::limits::Limiter;
 use super::net::NetworkGate;
@@ -35,7 +35,7 @@ pub(crate) struct CallState {
     tenant: Arc<str>,
     mounts: Vec<Mount>,
     pub stderr: CallStderr,
-    _live: LiveStore,
+    _live: StoreHold,
 }
 
 /// The longest log or progress message forwarded; longer ones are cut.
@@ -61,7 +61,7 @@ pub(crate) struct Sandbox<'a> {
     pub event_limit: u32,
     pub stderr_limit: usize,
     pub table_elements: usize,
-    pub live: &'a Arc<AtomicUsize>,
+    pub clock: &'a EpochClock,
 }
 
 impl CallState {
@@ -110,7 +110,7 @@ impl CallState {
             tenant: sandbox.tenant,
             mounts,
             stderr,
-            _live: LiveStore::new(sandbox.live),
+            _live: sandbox.clock.hold(),
         })
     }
 
@@ -217,21 +217,5 @@ impl host::Host for CallState {
             scopes: caller.scopes,
         });
         Ok(host::Identity { tenant: self.tenant.to_string(), principal })
-    }
-}
-
-/// Counts itself in the runtime's live instances while its store exists.
-struct LiveStore(Arc<AtomicUsize>);
-
-impl LiveStore {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        LiveStore(count.clone())
-    }
-}
-
-impl Drop for LiveStore {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
