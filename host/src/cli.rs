@@ -158,10 +158,27 @@ struct ServeArgs {
     http: HttpArgs,
     #[command(flatten)]
     admin: AdminArgs,
+    /// Threads that serve requests and start plugin calls [default: one fewer than the
+    /// machine's cores, at least one]. A call that computes past half a millisecond moves to a
+    /// thread of its own, so the workers only carry short work.
+    #[arg(long, value_name = "N", env = "CAPSULE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
     /// File holding the key (32+ bytes) that seals request state for 2026-07-28 clients.
     /// Replicas behind one load balancer must share it; default: a random per-process key.
     #[arg(long, value_name = "FILE", env = "CAPSULE_STATE_KEY_FILE")]
     state_key_file: Option<PathBuf>,
+}
+
+/// The request workers `serve` starts unless told: one fewer than the cores, at least one.
+///
+/// The workers carry short work only (a call computing past half a millisecond leaves them,
+/// see `runtime::offload`), and for short work a worker handing requests to its siblings
+/// costs more than it gains: each wake-up of an idle worker is a futex and a context switch.
+/// The core left over serves what runs beside the workers: long calls' own threads, the
+/// kernel's network work, the exporters. Measured on two cores (BENCHMARKS.md, "Workers"):
+/// one worker served 16% more calls at 8 clients than four, at 0.66× the CPU per call.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from).saturating_sub(1).max(1)
 }
 
 /// A body limit from 1 KiB to 1 GiB.
@@ -328,11 +345,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         }
     };
     init_logs(cli.log_format, traces.as_ref());
-    // Twice as many workers as cores: plugin calls compute on the workers (yielding every
-    // epoch tick), so with one worker per core a few spinning plugins hold them all and every
-    // other request waits for a tick. With spare workers the kernel time-slices, and a worker
-    // woken by a request preempts a spinning one (the bench's battery row measures this).
-    let workers = std::thread::available_parallelism().map_or(2, usize::from).max(2) * 2;
+    let workers = match &cli.command {
+        Command::Serve(args) => args.workers.map(usize::from),
+        _ => None,
+    }
+    .unwrap_or_else(default_workers);
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

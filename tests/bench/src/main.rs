@@ -227,7 +227,11 @@ fn machine() -> String {
         .unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let reset = if capsule::runtime::PluginRuntime::fast_memory_reset() { "available" } else { "unavailable" };
-    format!("{cores} cores ({cpu}), {memory} GiB RAM, Linux {}, PAGEMAP_SCAN memory reset {reset}", kernel.trim())
+    let workers = capsule::cli::default_workers();
+    format!(
+        "{cores} cores ({cpu}), {memory} GiB RAM, Linux {}, PAGEMAP_SCAN memory reset {reset}, capsule serves with {workers} worker(s)",
+        kernel.trim()
+    )
 }
 
 async fn bench(args: Args) -> anyhow::Result<bool> {
