@@ -176,7 +176,7 @@ struct ServeArgs {
 /// costs more than it gains: each wake-up of an idle worker is a futex and a context switch.
 /// The core left over serves what runs beside the workers: long calls' own threads, the
 /// kernel's network work, the exporters. Measured on two cores (BENCHMARKS.md, "Workers"):
-/// one worker served 16% more calls at 8 clients than four, at 0.66× the CPU per call.
+/// one worker served a fifth more calls at 8 clients than four, at 0.63× the CPU per call.
 pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from).saturating_sub(1).max(1)
 }

@@ -7,7 +7,7 @@
 //! a whole tick has passed without any: an idle server then wakes nobody. (Ticking freely,
 //! it cost an idle server 4000 wake-ups a second, 7% of a core on the benchmark machine.)
 //! Under steady load a store is made within almost every tick, so the clock never parks and a
-//! call's start costs one atomic add, as before.
+//! call's start costs two atomic adds.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

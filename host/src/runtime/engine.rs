@@ -1,4 +1,4 @@
-//! The shared engine: configuration, the epoch ticker, the linker, and compilation.
+//! The shared engine: configuration, the epoch clock, the linker, and compilation.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
