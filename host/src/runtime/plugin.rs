@@ -44,10 +44,23 @@ type Outlives<'a, 'c> = std::marker::PhantomData<&'a &'c ()>;
 type ToolCall<'a> =
     TypedFunc<(&'a str, &'a str, &'a types::RequestContext), (Result<types::CallOutcome, types::Error>,)>;
 
-/// Where the tools export's `call` is, if the component exports tools.
-fn tool_call(pre: &InstancePre<CallState>) -> Option<ComponentExportIndex> {
-    let tools = pre.component().get_export_index(None, bindings::TOOLS)?;
-    pre.component().get_export_index(Some(&tools), "call")
+/// The tools export: the bindings' indices (for `list`), and where its `call` is.
+#[derive(Clone)]
+struct ToolsExport {
+    indices: tools::GuestIndices,
+    call: ComponentExportIndex,
+}
+
+impl ToolsExport {
+    fn new(pre: &InstancePre<CallState>) -> wasmtime::Result<ToolsExport> {
+        let indices = tools::GuestIndices::new(pre)?;
+        let component = pre.component();
+        let call = component
+            .get_export_index(None, bindings::TOOLS)
+            .and_then(|tools| component.get_export_index(Some(&tools), "call"))
+            .ok_or_else(|| wasmtime::format_err!("no `call` function"))?;
+        Ok(ToolsExport { indices, call })
+    }
 }
 
 /// CPU time after which a call runs on a thread of its own (see `offload`).
@@ -83,9 +96,7 @@ pub struct Plugin {
     needs: Option<Needs>,
     runtime: Arc<RuntimeInner>,
     pre: InstancePre<CallState>,
-    tools: Option<tools::GuestIndices>,
-    /// The tools export's `call`, looked up once: see [`ToolCall`].
-    tool_call: Option<ComponentExportIndex>,
+    tools: Option<ToolsExport>,
     resources: Option<resources::GuestIndices>,
     prompts: Option<prompts::GuestIndices>,
     completion: Option<completion::GuestIndices>,
@@ -157,8 +168,7 @@ impl Plugin {
             dirs,
             grants,
             needs,
-            tools: optional(name, &pre, bindings::TOOLS, tools::GuestIndices::new)?,
-            tool_call: tool_call(&pre),
+            tools: optional(name, &pre, bindings::TOOLS, ToolsExport::new)?,
             resources: optional(name, &pre, bindings::RESOURCES, resources::GuestIndices::new)?,
             prompts: optional(name, &pre, bindings::PROMPTS, prompts::GuestIndices::new)?,
             completion: optional(name, &pre, bindings::COMPLETION, completion::GuestIndices::new)?,
@@ -254,7 +264,6 @@ impl Plugin {
             runtime: self.runtime.clone(),
             pre: self.pre.clone(),
             tools: self.tools.clone(),
-            tool_call: self.tool_call,
             resources: self.resources.clone(),
             prompts: self.prompts.clone(),
             completion: self.completion.clone(),
@@ -268,14 +277,11 @@ impl Plugin {
             move |source: CallError| LoadError::Listing { plugin, what, source }
         };
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
-        if let Some(ix) = &self.tools {
-            let call = self.tool_call.as_ref();
+        if let Some(ToolsExport { indices: ix, call }) = &self.tools {
             manifest.tools = self
                 .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
                     Box::pin(async move {
-                        if let Some(call) = call {
-                            let _checked: ToolCall<'_> = instance.get_typed_func(&mut *store, call)?;
-                        }
+                        let _checked: ToolCall<'_> = instance.get_typed_func(&mut *store, call)?;
                         ix.load(&mut *store, instance)?.call_list(store).await
                     })
                 })
@@ -325,7 +331,7 @@ impl Plugin {
         roots: &ClientRoots,
         events: Events,
     ) -> Result<Result<types::CallOutcome, types::Error>, CallError> {
-        let call = self.tool_call.as_ref().filter(|_| self.tools.is_some()).ok_or(CallError::Unsupported("tools"))?;
+        let call = &self.tools.as_ref().ok_or(CallError::Unsupported("tools"))?.call;
         let outcome = self
             .run(Charge::Caller, roots, events, |store, instance, _| {
                 Box::pin(async move {
