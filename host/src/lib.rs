@@ -40,12 +40,15 @@
 //!
 //! [`telemetry`] is a leaf every layer records into (metrics, and the spans exported over
 //! OTLP); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
+//! [`idle_poll`] tunes the async runtime `serve` runs on: a worker that has just served
+//! something polls briefly for more before its CPU halts.
 
 pub mod admin;
 pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod cli;
+pub mod idle_poll;
 pub mod loader;
 pub mod mcp;
 pub mod policy;

@@ -246,7 +246,8 @@ async fn hostile_battery_is_contained_while_others_are_served() {
 
 /// A call that computes for long runs on a thread of its own (see `runtime::offload`): a
 /// cancellation still stops it at its next tick, a 2026-07-28 client that closes its stream
-/// stops it too, and other requests are answered meanwhile. The admin status's live instance
+/// stops it too (that second spin starts on its own thread, its plugin's last call having
+/// been long), and other requests are answered meanwhile. The admin status's live instance
 /// count says when the spin runs and when it is gone.
 #[tokio::test]
 async fn long_computations_stop_when_cancelled() {

@@ -3,6 +3,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -101,6 +102,9 @@ pub struct Plugin {
     prompts: Option<prompts::GuestIndices>,
     completion: Option<completion::GuestIndices>,
     manifest: Manifest,
+    /// Whether its last call computed past `OFFLOAD_AFTER`: then the next starts on a thread
+    /// of its own rather than holding a request worker for its first half millisecond.
+    went_long: AtomicBool,
 }
 
 /// Whose doing a call is: a caller's counts against the tenant's quotas.
@@ -175,6 +179,7 @@ impl Plugin {
             runtime,
             pre,
             manifest: Manifest::default(),
+            went_long: AtomicBool::new(false),
         };
         if plugin.tools.is_none()
             && plugin.resources.is_none()
@@ -268,6 +273,7 @@ impl Plugin {
             prompts: self.prompts.clone(),
             completion: self.completion.clone(),
             manifest: self.manifest.clone(),
+            went_long: AtomicBool::new(self.went_long.load(Ordering::Relaxed)),
         }
     }
 
@@ -466,6 +472,11 @@ impl Plugin {
         let meter = CpuMeter::new(account.cloned());
         let cpu = limits.cpu;
         let long = Long::default();
+        // A plugin whose last call was long most likely makes another: a call that starts on
+        // a worker holds it (and the requests queued behind) until it is found long.
+        if charge == Charge::Caller && self.went_long.load(Ordering::Relaxed) {
+            long.mark();
+        }
         store.set_epoch_deadline(1);
         // On every tick: stop the plugin once it has used its whole CPU budget (host calls
         // included), its tenant has used its quota for the window, or the request was
@@ -498,6 +509,9 @@ impl Plugin {
             .instrument(span),
         );
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
+        if charge == Charge::Caller {
+            self.went_long.store(meter.used() >= OFFLOAD_AFTER, Ordering::Relaxed);
+        }
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);
             let peak = store.data().limiter.peak;
