@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::runtime::thread_cpu;
+
 /// CPU time the worker spends between two polls beyond which another task ran in between:
 /// the worker was not idle. One empty round (a zero-timeout `epoll_wait`, a yield to other
 /// threads) takes about 2 µs; serving a request, 30 µs or more; an interrupt handled on the
@@ -24,12 +26,6 @@ use tokio::sync::Notify;
 /// which only restarts the window. Wall time would not do: a poller preempted by another
 /// thread would count that as work and poll on for as long as the CPU is contended.
 const BUSY_GAP: Duration = Duration::from_micros(25);
-
-/// CPU time the calling thread has used.
-fn thread_cpu() -> Duration {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(now.tv_sec.unsigned_abs(), now.tv_nsec.clamp(0, 999_999_999) as u32)
-}
 
 /// The shared switch of the idle pollers.
 pub struct IdlePoll {
@@ -70,7 +66,7 @@ impl IdlePoll {
                 // On another worker than the last poll's, this compares two threads' clocks:
                 // at worst the window starts again.
                 let now = thread_cpu();
-                if now.saturating_sub(cpu) > BUSY_GAP {
+                if Duration::from_nanos(now.saturating_sub(cpu)) > BUSY_GAP {
                     quiet_since = Instant::now();
                 } else {
                     // Nothing ran on this worker: any other thread waiting for this CPU (a

@@ -59,7 +59,7 @@ pub(crate) struct CpuMeter {
 }
 
 /// This thread's CPU time, in nanoseconds.
-fn thread_cpu() -> u64 {
+pub(crate) fn thread_cpu() -> u64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     u64::try_from(now.tv_sec).unwrap_or_default().saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }

@@ -24,6 +24,7 @@ pub use bindings::types;
 pub use cache::{CompileCache, digest};
 pub use engine::{Inspection, PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
+pub(crate) use limits::thread_cpu;
 pub use plugin::{Manifest, Plugin};
 pub use quota::{Account, Held, QuotaExceeded, Usage};
 

@@ -509,8 +509,10 @@ impl Plugin {
             .instrument(span),
         );
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
-        if charge == Charge::Caller {
-            self.went_long.store(meter.used() >= OFFLOAD_AFTER, Ordering::Relaxed);
+        // Written only when it changes: every worker's calls to this plugin read it.
+        let went_long = meter.used() >= OFFLOAD_AFTER;
+        if charge == Charge::Caller && self.went_long.load(Ordering::Relaxed) != went_long {
+            self.went_long.store(went_long, Ordering::Relaxed);
         }
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);
