@@ -165,9 +165,10 @@ struct ServeArgs {
     #[arg(long, value_name = "N", env = "CAPSULE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
     /// Microseconds a worker that has just served something keeps polling for more before it
-    /// sleeps (0: sleep at once). Lower latency when requests follow each other closely, for
-    /// at most this much CPU per pause in the traffic.
-    #[arg(long, value_name = "MICROSECONDS", env = "CAPSULE_IDLE_POLL", default_value_t = 100,
+    /// sleeps (0, the default: sleep at once). Lower latency when requests follow each other
+    /// closely and nothing else needs the CPUs, for at most this much CPU per pause in the
+    /// traffic; while long calls compute, it delays other threads (see the README).
+    #[arg(long, value_name = "MICROSECONDS", env = "CAPSULE_IDLE_POLL", default_value_t = 0,
         value_parser = clap::value_parser!(u64).range(0..=1_000))]
     idle_poll: u64,
     /// File holding the key (32+ bytes) that seals request state for 2026-07-28 clients.
