@@ -17,6 +17,7 @@ use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::scaffold::{self, Language};
 use crate::tenants::{Configuration, Tenants, TenantsConfig};
 use crate::transport::http::HttpOptions;
+use crate::workers::{ExtraWorkers, Workers};
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -159,8 +160,9 @@ struct ServeArgs {
     http: HttpArgs,
     #[command(flatten)]
     admin: AdminArgs,
-    /// Threads that serve requests and start plugin calls [default: one fewer than the
-    /// machine's cores, at least one]. A call that computes past half a millisecond moves to a
+    /// Request workers [default: the machine's cores]: each is a thread with an async runtime
+    /// of its own, and each HTTP connection is served on one of them (the one with the fewest
+    /// connections when it opens). A call that computes past half a millisecond moves to a
     /// thread of its own, so the workers only carry short work.
     #[arg(long, value_name = "N", env = "CAPSULE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
@@ -177,16 +179,14 @@ struct ServeArgs {
     state_key_file: Option<PathBuf>,
 }
 
-/// The request workers `serve` starts unless told: one fewer than the cores, at least one.
+/// The request workers `serve` starts unless told: one per core.
 ///
-/// The workers carry short work only (a call computing past half a millisecond leaves them,
-/// see `runtime::offload`), and for short work a worker handing requests to its siblings
-/// costs more than it gains: each wake-up of an idle worker is a futex and a context switch.
-/// The core left over serves what runs beside the workers: long calls' own threads, the
-/// kernel's network work, the exporters. Measured on two cores (BENCHMARKS.md, "Workers"):
-/// one worker served a fifth more calls at 8 clients than four, at 0.63× the CPU per call.
+/// Each worker is a runtime of its own (see `workers`), so no request is handed between
+/// them and a second worker costs no wake-ups; it only lets a second core serve
+/// connections. The workers carry short work only: a call computing past half a millisecond
+/// leaves them (`runtime::offload`). Measured on two cores (BENCHMARKS.md, "Workers").
 pub fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from).saturating_sub(1).max(1)
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// A body limit from 1 KiB to 1 GiB.
@@ -360,22 +360,32 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     let workers = workers.unwrap_or_else(default_workers);
     let idle_poll = IdlePoll::new(idle_poll);
     let woke = idle_poll.clone();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .on_thread_unpark(move || woke.worker_woke())
+    // The first worker is the runtime everything starts on; `serve` spreads connections
+    // over it and the others (see `workers`).
+    let on_unpark = move || woke.worker_woke();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("capsule-wk-0")
+        .on_thread_unpark(on_unpark.clone())
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
+        .and_then(|runtime| Ok((runtime, ExtraWorkers::start(workers - 1, on_unpark)?)));
+    let (runtime, extra) = match runtime {
+        Ok(runtimes) => runtimes,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
+    for handle in extra.handles() {
+        let _entered = handle.enter();
+        idle_poll.start(1);
+    }
+    let workers = Workers::new(extra.handles());
     let result = runtime.block_on(async {
-        idle_poll.start(workers);
+        idle_poll.start(1);
         match cli.command {
-            Command::Serve(args) => serve(*args).await.map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => serve(*args, workers).await.map(|()| ExitCode::SUCCESS),
             Command::Compile(args) => compile(*args).await,
             Command::Check(args) => Ok(check(args).await),
             Command::Plugin(PluginCommand::New(args)) => plugin_new(args),
@@ -520,7 +530,7 @@ async fn compile(args: ServeArgs) -> Result<ExitCode> {
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-async fn serve(args: ServeArgs) -> Result<()> {
+async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
     let shutdown = CancellationToken::new();
@@ -595,6 +605,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             max_connections: args.http.max_connections,
             header_timeout: Duration::from_secs(args.http.header_timeout),
         },
+        workers,
     };
     tokio::select! {
         served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served,

@@ -40,8 +40,10 @@
 //!
 //! [`telemetry`] is a leaf every layer records into (metrics, and the spans exported over
 //! OTLP); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
-//! [`idle_poll`] tunes the async runtime `serve` runs on: a worker that has just served
-//! something polls briefly for more before its CPU halts.
+//! [`workers`] are the async runtimes `serve` runs on, one thread each, with every HTTP
+//! connection served by one of them so that no request is handed between threads;
+//! [`idle_poll`] tunes them: a worker that has just served something polls briefly for more
+//! before its CPU halts.
 
 pub mod admin;
 pub mod auth;
@@ -58,6 +60,7 @@ pub mod telemetry;
 pub mod tenants;
 pub mod top;
 pub mod transport;
+pub mod workers;
 
 /// Example plugins compiled into the binary.
 pub mod bundled {

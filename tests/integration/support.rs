@@ -131,6 +131,23 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU time used so far by the server's threads named `name`.
+    pub fn thread_cpu(&self, name: &str) -> Duration {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).expect("the server's threads");
+        let nanos = tasks
+            .map_while(Result::ok)
+            .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name))
+            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+            .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        Duration::from_nanos(nanos)
+    }
+
     /// `host:port` of the server.
     pub fn authority(&self) -> String {
         self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned()

@@ -430,6 +430,63 @@ async fn a_session_that_never_reads_delays_no_one() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `a + 1` as a 2026-07-28 call, checked.
+async fn add(client: &Client, id: i64) {
+    let reply =
+        client.modern(id, "tools/call", json!({"name": "add", "arguments": {"a": id, "b": 1}}), json!({})).await;
+    assert_eq!(first_text(&reply.messages[0]["result"]), (id + 1).to_string(), "{:?}", reply.messages);
+}
+
+/// Connections are spread over the request workers and stay on theirs: with two workers,
+/// the second connection's calls run on the second worker's thread and the first's do not.
+#[tokio::test]
+async fn each_connection_is_served_by_one_worker_and_they_share_the_load() {
+    let server = Server::http(&["--workers", "2"]);
+    let second_worker = |server: &Server| server.thread_cpu("capsule-wk-1");
+    // Each client keeps one connection: calls made one at a time reuse it.
+    let (first, second) = (Client::new(&server.url), Client::new(&server.url));
+    add(&first, 0).await;
+    add(&second, 0).await;
+    let before = second_worker(&server);
+    for id in 1..=300 {
+        add(&second, id).await;
+    }
+    let served = second_worker(&server) - before;
+    let before = second_worker(&server);
+    for id in 1..=300 {
+        add(&first, id).await;
+    }
+    let other = second_worker(&server) - before;
+    assert!(served >= std::time::Duration::from_millis(5), "the second worker used {served:?} for 300 calls");
+    assert!(
+        other * 4 < served,
+        "the first connection's calls used {other:?} of the second worker (its own: {served:?})"
+    );
+}
+
+/// A legacy session's stream and its requests on connections served by different workers:
+/// what a request on one worker announces reaches the stream held on the other.
+#[tokio::test]
+async fn a_session_spans_workers() {
+    let quiet = std::time::Duration::from_millis(800);
+    let dir = crate::support::scratch_dir("session-workers");
+    let policy = crate::hardening::misfit_policy(&dir, "", "");
+    let misfit = crate::hardening::misfit();
+    let server =
+        Server::http(&["--workers", "2", "--plugin", misfit.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    // The session's requests ride the first connection (the first worker); its stream opens
+    // the second (the other worker, which has none yet).
+    let client = announcing_session(&server).await;
+    let mut events = RawEvents::open(&client, None).await;
+    assert!(events.next(quiet).await.expect("a priming event").retry);
+    for id in 2..5 {
+        announce(&client, id).await;
+        let event = events.next(quiet).await.expect("the announcement reaches the stream");
+        assert!(event.data.contains("notifications/resources/updated"), "{}", event.data);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Open a raw connection to the server.
 async fn raw_connection(server: &Server) -> tokio::net::TcpStream {
     tokio::net::TcpStream::connect(server.authority()).await.unwrap()

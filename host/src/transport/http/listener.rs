@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::workers::Workers;
+
 /// Connection limits of the HTTP server.
 #[derive(Debug, Clone)]
 pub struct ConnectionLimits {
@@ -38,8 +40,15 @@ impl Default for ConnectionLimits {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub IpAddr);
 
-/// Accept and serve connections until `shutdown` fires, then let the open ones finish.
-pub async fn run(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: CancellationToken) {
+/// Accept connections until `shutdown` fires, serve each on the worker with the fewest, then
+/// let the open ones finish.
+pub async fn run(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    workers: Workers,
+    shutdown: CancellationToken,
+) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();
     loop {
@@ -60,10 +69,35 @@ pub async fn run(listener: TcpListener, app: Router, limits: ConnectionLimits, s
             () = shutdown.cancelled() => break,
         };
         let (app, header_timeout, shutdown) = (app.clone(), limits.header_timeout, shutdown.clone());
-        connections.spawn(async move {
-            serve(stream, peer, app, header_timeout, shutdown).await;
-            drop(permit);
-        });
+        let assigned = workers.assign();
+        match assigned.handle().cloned() {
+            None => {
+                connections.spawn(async move {
+                    serve(stream, peer, app, header_timeout, shutdown).await;
+                    drop((permit, assigned));
+                });
+            }
+            Some(worker) => {
+                // The socket leaves this runtime's reactor and joins the worker's.
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::debug!(%peer, "could not move a connection to a worker: {e}");
+                        continue;
+                    }
+                };
+                connections.spawn_on(
+                    async move {
+                        match TcpStream::from_std(stream) {
+                            Ok(stream) => serve(stream, peer, app, header_timeout, shutdown).await,
+                            Err(e) => tracing::debug!(%peer, "could not move a connection to a worker: {e}"),
+                        }
+                        drop((permit, assigned));
+                    },
+                    &worker,
+                );
+            }
+        }
     }
     connections.close();
     connections.wait().await;

@@ -42,6 +42,7 @@ use super::jsonrpc;
 use crate::mcp::CapsuleServer;
 use crate::telemetry::Traffic;
 use crate::tenants::{Tenant, TenantSet, Tenants};
+use crate::workers::Workers;
 pub use listener::ConnectionLimits;
 use session::SessionTable;
 
@@ -64,6 +65,8 @@ pub struct HttpOptions {
     pub body_timeout: Duration,
     /// Limits on connections themselves.
     pub connections: ConnectionLimits,
+    /// The runtimes connections are spread over.
+    pub workers: Workers,
 }
 
 impl Default for HttpOptions {
@@ -77,6 +80,7 @@ impl Default for HttpOptions {
             sessions_per_address: 1_000,
             body_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
+            workers: Workers::default(),
         }
     }
 }
@@ -204,9 +208,9 @@ pub async fn serve_on(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let limits = options.connections.clone();
+    let (limits, workers) = (options.connections.clone(), options.workers.clone());
     let app = router(tenants, options, shutdown.clone());
-    listener::run(listener, app, limits, shutdown).await;
+    listener::run(listener, app, limits, workers, shutdown).await;
     Ok(())
 }
 
