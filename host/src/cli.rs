@@ -353,11 +353,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         }
     };
     init_logs(cli.log_format, traces.as_ref());
+    // Only HTTP has connections to spread; stdio is one, and the other commands serve none.
     let (workers, idle_poll) = match &cli.command {
-        Command::Serve(args) => (args.workers.map(usize::from), Duration::from_micros(args.idle_poll)),
-        _ => (None, Duration::ZERO),
+        Command::Serve(args) if !args.stdio => {
+            (args.workers.map_or_else(default_workers, usize::from), Duration::from_micros(args.idle_poll))
+        }
+        Command::Serve(args) => (1, Duration::from_micros(args.idle_poll)),
+        _ => (1, Duration::ZERO),
     };
-    let workers = workers.unwrap_or_else(default_workers);
     let idle_poll = IdlePoll::new(idle_poll);
     let woke = idle_poll.clone();
     // The first worker is the runtime everything starts on; `serve` spreads connections
