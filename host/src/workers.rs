@@ -50,8 +50,8 @@ impl ExtraWorkers {
 }
 
 /// Where connections are served: the runtime a [`Workers`] was made on, and any others.
-/// Cheap to clone.
-#[derive(Clone, Default)]
+/// Cheap to clone. Never empty: the current runtime comes first. The default is it alone.
+#[derive(Clone)]
 pub struct Workers {
     workers: Arc<[Worker]>,
 }
@@ -70,24 +70,29 @@ impl Workers {
         Workers { workers: local.map(|handle| Worker { handle, open: AtomicUsize::new(0) }).collect() }
     }
 
-    /// How many runtimes serve connections (at least one: the current).
+    /// How many runtimes serve connections (the current one among them).
     pub fn count(&self) -> usize {
-        self.workers.len().max(1)
+        self.workers.len()
     }
 
     /// The worker with the fewest open connections (the first on a tie), counted as serving
     /// one more for as long as the returned [`Assigned`] lives.
     pub fn assign(&self) -> Assigned {
-        let index =
-            (0..self.workers.len()).min_by_key(|&i| self.workers[i].open.load(Ordering::Relaxed)).inspect(|&i| {
-                self.workers[i].open.fetch_add(1, Ordering::Relaxed);
-            });
+        let index = (0..self.workers.len()).min_by_key(|&i| self.workers[i].open.load(Ordering::Relaxed)).unwrap_or(0);
+        self.workers[index].open.fetch_add(1, Ordering::Relaxed);
         Assigned { workers: self.clone(), index }
     }
 
     /// Connections open on each worker now.
-    pub fn open(&self) -> Vec<usize> {
+    #[cfg(test)]
+    fn open(&self) -> Vec<usize> {
         self.workers.iter().map(|worker| worker.open.load(Ordering::Relaxed)).collect()
+    }
+}
+
+impl Default for Workers {
+    fn default() -> Self {
+        Workers::new([])
     }
 }
 
@@ -100,22 +105,19 @@ impl std::fmt::Debug for Workers {
 /// A connection's place on a worker.
 pub struct Assigned {
     workers: Workers,
-    /// `None` when there are no workers besides the current runtime (a default `Workers`).
-    index: Option<usize>,
+    index: usize,
 }
 
 impl Assigned {
     /// The runtime to serve on, or `None` for the current one.
     pub fn handle(&self) -> Option<&Handle> {
-        self.index.and_then(|i| self.workers.workers[i].handle.as_ref())
+        self.workers.workers[self.index].handle.as_ref()
     }
 }
 
 impl Drop for Assigned {
     fn drop(&mut self) {
-        if let Some(i) = self.index {
-            self.workers.workers[i].open.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.workers.workers[self.index].open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -70,34 +70,32 @@ pub async fn run(
         };
         let (app, header_timeout, shutdown) = (app.clone(), limits.header_timeout, shutdown.clone());
         let assigned = workers.assign();
-        match assigned.handle().cloned() {
-            None => {
-                connections.spawn(async move {
-                    serve(stream, peer, app, header_timeout, shutdown).await;
-                    drop((permit, assigned));
-                });
+        let worker = assigned.handle().cloned();
+        let serving = move |stream| async move {
+            serve(stream, peer, app, header_timeout, shutdown).await;
+            drop((permit, assigned));
+        };
+        let Some(worker) = worker else {
+            connections.spawn(serving(stream));
+            continue;
+        };
+        // The socket leaves this runtime's reactor and joins the worker's.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(%peer, "could not move a connection to a worker: {e}");
+                continue;
             }
-            Some(worker) => {
-                // The socket leaves this runtime's reactor and joins the worker's.
-                let stream = match stream.into_std() {
-                    Ok(stream) => stream,
-                    Err(e) => {
-                        tracing::debug!(%peer, "could not move a connection to a worker: {e}");
-                        continue;
-                    }
-                };
-                connections.spawn_on(
-                    async move {
-                        match TcpStream::from_std(stream) {
-                            Ok(stream) => serve(stream, peer, app, header_timeout, shutdown).await,
-                            Err(e) => tracing::debug!(%peer, "could not move a connection to a worker: {e}"),
-                        }
-                        drop((permit, assigned));
-                    },
-                    &worker,
-                );
-            }
-        }
+        };
+        connections.spawn_on(
+            async move {
+                match TcpStream::from_std(stream) {
+                    Ok(stream) => serving(stream).await,
+                    Err(e) => tracing::debug!(%peer, "could not move a connection to a worker: {e}"),
+                }
+            },
+            &worker,
+        );
     }
     connections.close();
     connections.wait().await;
