@@ -18,12 +18,17 @@ use super::sandbox::CallState;
 use crate::policy::{Grants, Needs};
 use crate::telemetry::Metrics;
 
-/// How often the epoch advances: how often a computing plugin yields to other tasks, its CPU
-/// time is checked against its deadline, and a call past its first half millisecond moves off
-/// the request workers (see `offload`). It bounds how long a computing plugin holds a worker,
-/// so it is part of what other clients wait (the battery benchmark measures it). The clock
-/// ticks only while calls run (see `clock`).
+/// How often the epoch advances while guest code runs without a break: how often a computing
+/// plugin yields to other tasks, its CPU time is checked against its deadline, and a call past
+/// its first half millisecond moves off the request workers (see `offload`).
 const EPOCH_TICK: Duration = Duration::from_micros(250);
+
+/// How often the clock looks for guest code that has run a tick, while none has: the longest
+/// a computing call runs before its first interruption, so it bounds how long a call not
+/// yet known to be long holds a worker, part of what other clients wait (the battery
+/// benchmark measures it). Each look wakes a thread, and most calls end well inside it
+/// (see `clock`).
+const EPOCH_WATCH: Duration = Duration::from_millis(1);
 
 /// The largest component accepted: core instances (a Rust component has a handful: its
 /// module, the WASI adapter and shims; a dynamically linked Python one a dozen or so),
@@ -139,7 +144,7 @@ impl PluginRuntime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(engine_error)?;
 
-        let clock = EpochClock::start(&engine, EPOCH_TICK)
+        let clock = EpochClock::start(&engine, EPOCH_TICK, EPOCH_WATCH)
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
         let pool = InstancePool::new(instances);

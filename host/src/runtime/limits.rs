@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::clock::Runs;
 use super::quota::Account;
 
 /// The typed error a memory grow beyond the cap traps with, so the caller can name the limit.
@@ -89,9 +90,10 @@ impl CpuMeter {
         Duration::from_nanos(self.used.load(Ordering::Relaxed).saturating_add(running))
     }
 
-    /// `future`, with the time spent polling it charged to this meter.
-    pub fn meter<F: Future>(self: &Arc<Self>, future: F) -> Metered<F> {
-        Metered { meter: self.clone(), future }
+    /// `future`, with the time spent polling it charged to this meter, and each poll shown
+    /// to the epoch clock as a run of guest code.
+    pub fn meter<F: Future>(self: &Arc<Self>, runs: Runs, future: F) -> Metered<F> {
+        Metered { meter: self.clone(), runs, future }
     }
 }
 
@@ -99,6 +101,7 @@ pin_project_lite::pin_project! {
     /// A future whose polls are timed by a [`CpuMeter`].
     pub(crate) struct Metered<F> {
         meter: Arc<CpuMeter>,
+        runs: Runs,
         #[pin]
         future: F,
     }
@@ -111,7 +114,8 @@ impl<F: Future> Future for Metered<F> {
         let this = self.project();
         let start = thread_cpu();
         this.meter.polling_since.store(start + 1, Ordering::Relaxed);
-        let result = this.future.poll(cx);
+        let future = this.future;
+        let result = this.runs.run(|| future.poll(cx));
         this.meter.polling_since.store(0, Ordering::Relaxed);
         let spent = thread_cpu().saturating_sub(start);
         this.meter.used.fetch_add(spent, Ordering::Relaxed);

@@ -499,6 +499,7 @@ impl Plugin {
         let span = tracing::debug_span!("plugin call", otel.name = %format_args!("capsule.plugin.call {}", self.name),
             capsule.plugin = &*self.name, capsule.tenant = &**self.account.tenant());
         let work = meter.meter(
+            self.runtime.clock.runs(),
             async {
                 let sandbox = tracing::debug_span!("sandbox build", otel.name = "capsule.sandbox.build");
                 let instance = self.pre.instantiate_async(&mut store).instrument(sandbox).await?;
