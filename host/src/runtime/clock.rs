@@ -256,11 +256,13 @@ mod tests {
         let engine = engine();
         let clock = EpochClock::start(&engine, TICK, WATCH).expect("the clock starts");
         let hold = clock.hold();
+        assert_eq!(clock.live(), 1);
         clock.runs().run(|| compute(Duration::from_millis(60)));
         let ticks = clock.ticks();
         // At most (60 - 4) / 1 ticks; a busy machine delays the clock's thread.
         assert!(ticks >= 5, "a 60 ms run was interrupted only {ticks} times");
         drop(hold);
+        assert_eq!(clock.live(), 0);
         std::thread::sleep(WATCH * 3);
         let after = clock.ticks();
         std::thread::sleep(WATCH * 5);
