@@ -321,7 +321,10 @@ fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = match format {
-        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).boxed(),
+        LogFormat::Text => logs
+            .fmt_fields(crate::telemetry::TextFields)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
         // Spans' fields ride along in each record, so a shipper can group a request's lines.
         LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).flatten_event(true).boxed(),
     };

@@ -175,7 +175,8 @@ impl CapsuleServer {
         crate::telemetry::start_trace(&span, parent);
         let started = Instant::now();
         let note = Arc::<Note>::default();
-        let reply = self.dispatch(method, raw, front, &note).instrument(span.clone()).await;
+        // Boxed, so that instrumenting it moves a pointer rather than the whole future.
+        let reply = Box::pin(self.dispatch(method, raw, front, &note)).instrument(span.clone()).await;
         let error = match &reply {
             Ok(Reply::Tool(tool)) if tool.is_error() => Some("tool_error".to_owned()),
             Ok(_) => None,

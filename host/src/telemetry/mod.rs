@@ -4,13 +4,14 @@
 //! Traces are recorded by Capsule's own `tracing` layer (`spans`), encoded straight into OTLP
 //! protobuf (`otlp`) as each span ends, and posted in batches by one thread (`export`); the
 //! client's W3C trace context is parsed in `w3c`, and `traces` reads the standard
-//! `OTEL_*` variables and ties them together.
+//! `OTEL_*` variables and ties them together. Text logs write fields through `fields`.
 //!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
 //! its shared state), so a server's metrics are its own, not the process's.
 
 mod export;
+mod fields;
 mod labels;
 mod metrics;
 mod otlp;
@@ -19,6 +20,7 @@ mod spans;
 mod traces;
 mod w3c;
 
+pub use fields::TextFields;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, Traffic};
 pub use serve::{Scrape, respond, serve};
 pub use traces::{TraceSetupError, Traces, start_trace};
