@@ -2,13 +2,14 @@
 //! JSON Schemas (validators compiled here, never per request or per reload), resource URIs
 //! and URI templates. A reload that keeps a plugin version keeps its `Offerings`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use capsule_uri_template::UriTemplate;
 use serde_json::{Map, Value};
 
 use super::CatalogError;
 use crate::runtime::{Plugin, types};
+use crate::telemetry::ToolMeters;
 
 /// Arguments or structured output larger than this are validated on the blocking pool, so a
 /// large value never holds an async worker.
@@ -26,6 +27,8 @@ pub struct ToolEntry {
     pub output_schema: Option<Arc<Map<String, Value>>>,
     input_validator: jsonschema::Validator,
     output_validator: Option<jsonschema::Validator>,
+    /// Its calls' series, found at its first call.
+    pub meters: OnceLock<ToolMeters>,
 }
 
 impl ToolEntry {
@@ -110,6 +113,7 @@ impl Offerings {
                 tool: tool.clone(),
                 input_schema: Arc::new(input_schema),
                 output_schema: output_schema.map(Arc::new),
+                meters: OnceLock::new(),
             }));
         }
         let mut resources: Vec<Arc<ResourceEntry>> = Vec::with_capacity(manifest.resources.len());

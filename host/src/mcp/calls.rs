@@ -56,20 +56,21 @@ impl CapsuleServer {
         };
         authorize(cx, &entry.plugin, Kind::Tools, &params.name)?;
         let _ = cx.note.tool.set(Arc::from(&*params.name));
-        let metrics = &self.shared.metrics;
-        let (tenant, plugin) = (entry.plugin.account().tenant().clone(), entry.plugin.name().to_owned());
-        let running = metrics.in_flight(&tenant);
-        let tool = params.name.clone().into_owned();
+        let meters = entry.meters.get_or_init(|| {
+            let plugin = &entry.plugin;
+            self.shared.metrics.tool(plugin.account().tenant(), plugin.name(), &entry.tool.name)
+        });
+        let running = meters.running();
         let failure = OnceLock::new();
         let started = std::time::Instant::now();
-        let reply = self.run_tool(entry, params, cx, &failure).await;
+        let reply = self.run_tool(entry.clone(), params, cx, &failure).await;
         drop(running);
         let outcome = failure.get().copied().unwrap_or(match &reply {
             Ok(Reply::Tool(result)) if !result.is_error() => Outcome::Ok,
             Ok(Reply::Model(ServerResult::InputRequiredResult(_))) => Outcome::InputRequired,
             _ => Outcome::ToolError,
         });
-        metrics.call(&tenant, &plugin, &tool, outcome, started.elapsed());
+        meters.call(outcome, started.elapsed());
         reply
     }
 

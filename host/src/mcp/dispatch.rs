@@ -178,24 +178,24 @@ impl CapsuleServer {
         // Boxed, so that instrumenting it moves a pointer rather than the whole future.
         let reply = Box::pin(self.dispatch(method, raw, front, &note)).instrument(span.clone()).await;
         let error = match &reply {
-            Ok(Reply::Tool(tool)) if tool.is_error() => Some("tool_error".to_owned()),
+            Ok(Reply::Tool(tool)) if tool.is_error() => Some(Cow::Borrowed("tool_error")),
             Ok(_) => None,
-            Err(error) => Some(error.code.0.to_string()),
+            Err(error) => Some(Cow::Owned(error.code.0.to_string())),
         };
         let op = Operation {
-            method: method.to_owned(),
+            method,
             transport: origin.transport.network(),
-            version: note.version.get().map(|v| v.as_str().to_owned()),
-            tool: note.tool.get().map(|t| t.to_string()),
+            version: note.version.get().map(|v| v.as_str()),
+            tool: note.tool.get().cloned(),
             error,
         };
         self.shared.metrics.operation(&op, started.elapsed());
         if !span.is_disabled() {
-            if let Some(version) = &op.version {
-                span.record("mcp.protocol.version", version.as_str());
+            if let Some(version) = op.version {
+                span.record("mcp.protocol.version", version);
             }
             if let Some(error) = &op.error {
-                span.record("error.type", error.as_str());
+                span.record("error.type", &**error);
             }
         }
         reply

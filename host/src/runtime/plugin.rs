@@ -2,8 +2,8 @@
 //! the calls into it. Every call gets a fresh store and instance, dropped when it returns.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -26,6 +26,7 @@ use super::sandbox::{CallState, Sandbox};
 use super::stderr::crash_cause;
 use super::{Events, NoEvents};
 use crate::policy::{ClientRoots, Grants, Needs};
+use crate::telemetry::PluginMeters;
 
 /// The most a plugin's lists (tools, resources and templates, prompts), each read once at
 /// load, may take: they are held for as long as the plugin is served.
@@ -105,6 +106,8 @@ pub struct Plugin {
     /// Whether its last call computed past `OFFLOAD_AFTER`: then the next starts on a thread
     /// of its own rather than holding a request worker for its first half millisecond.
     went_long: AtomicBool,
+    /// Its sandbox series, found at its first call.
+    meters: OnceLock<PluginMeters>,
 }
 
 /// Whose doing a call is: a caller's counts against the tenant's quotas.
@@ -180,6 +183,7 @@ impl Plugin {
             pre,
             manifest: Manifest::default(),
             went_long: AtomicBool::new(false),
+            meters: OnceLock::new(),
         };
         if plugin.tools.is_none()
             && plugin.resources.is_none()
@@ -274,6 +278,7 @@ impl Plugin {
             completion: self.completion.clone(),
             manifest: self.manifest.clone(),
             went_long: AtomicBool::new(self.went_long.load(Ordering::Relaxed)),
+            meters: OnceLock::new(),
         }
     }
 
@@ -518,7 +523,8 @@ impl Plugin {
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);
             let peak = store.data().limiter.peak;
-            config.metrics.sandbox(self.account.tenant(), &self.name, instantiated, guest, peak);
+            let meters = self.meters.get_or_init(|| config.metrics.plugin(self.account.tenant(), &self.name));
+            meters.sandbox(instantiated, guest, peak);
         }
         let result = match outcome {
             Ok(Ok(value)) => Ok(value),

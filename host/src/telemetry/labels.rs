@@ -1,5 +1,8 @@
 //! The label sets of Capsule's series, and the fixed sets some of their values come from.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use prometheus_client::encoding::EncodeLabelSet;
 
 /// The methods Capsule answers: any other is counted as `other`.
@@ -31,8 +34,8 @@ pub(super) fn bounded(value: &str, set: &[&'static str], fallback: &'static str)
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct OperationLabels {
     pub(super) mcp_method_name: &'static str,
-    pub(super) gen_ai_tool_name: String,
-    pub(super) error_type: String,
+    pub(super) gen_ai_tool_name: Option<Arc<str>>,
+    pub(super) error_type: Option<Cow<'static, str>>,
     pub(super) network_transport: &'static str,
     pub(super) mcp_protocol_version: &'static str,
 }

@@ -9,8 +9,9 @@
 //! `other`, a tool not in the catalog has no name, a protocol revision Capsule does not speak
 //! is `unsupported`.
 
-use std::sync::Arc;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -47,6 +48,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// How many outcomes there are (`HostError` is the last).
+    const COUNT: usize = Outcome::HostError as usize + 1;
+
     fn label(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -83,17 +87,17 @@ fn lifetimes() -> Histogram {
 }
 
 /// A request being served, as the operation-duration histogram will record it.
-pub struct Operation {
+pub struct Operation<'a> {
     /// The method (any string: it is bounded when recorded).
-    pub method: String,
+    pub method: &'a str,
     /// `pipe` (stdio) or `tcp` (HTTP), as the conventions name transports.
     pub transport: &'static str,
     /// The revision in force, if known (bounded when recorded).
-    pub version: Option<String>,
+    pub version: Option<&'a str>,
     /// The tool called, if the catalog has it.
-    pub tool: Option<String>,
+    pub tool: Option<Arc<str>>,
     /// Empty when it succeeded; else a JSON-RPC error code, or `tool_error`.
-    pub error: Option<String>,
+    pub error: Option<Cow<'static, str>>,
 }
 
 /// Every series the server exports. One per server, shared by its tenants, handed down to
@@ -244,13 +248,13 @@ impl Metrics {
     }
 
     /// Record one answered request.
-    pub fn operation(&self, op: &Operation, took: Duration) {
+    pub fn operation(&self, op: &Operation<'_>, took: Duration) {
         let labels = OperationLabels {
-            mcp_method_name: bounded(&op.method, METHODS, "other"),
-            gen_ai_tool_name: op.tool.clone().unwrap_or_default(),
-            error_type: op.error.clone().unwrap_or_default(),
+            mcp_method_name: bounded(op.method, METHODS, "other"),
+            gen_ai_tool_name: op.tool.clone(),
+            error_type: op.error.clone(),
             network_transport: op.transport,
-            mcp_protocol_version: op.version.as_deref().map_or("", |v| bounded(v, VERSIONS, "unsupported")),
+            mcp_protocol_version: op.version.map_or("", |v| bounded(v, VERSIONS, "unsupported")),
         };
         self.operations.get_or_create(&labels).observe(took.as_secs_f64());
     }
@@ -270,17 +274,19 @@ impl Metrics {
         self.sessions_ended.get_or_create(&labels).observe(lasted.as_secs_f64());
     }
 
-    /// Count a tool call that ended as `outcome` after `took`.
-    pub fn call(&self, tenant: &str, plugin: &str, tool: &str, outcome: Outcome, took: Duration) {
-        let labels = CallLabels {
-            tenant: tenant.to_owned(),
-            plugin: plugin.to_owned(),
-            tool: tool.to_owned(),
-            outcome: outcome.label(),
-        };
-        self.calls.get_or_create(&labels).inc();
-        let CallLabels { tenant, plugin, tool, .. } = labels;
-        self.call_durations.get_or_create(&ToolLabels { tenant, plugin, tool }).observe(took.as_secs_f64());
+    /// The series the calls of `tenant`'s tool `tool` (of `plugin`) record into, to be kept
+    /// with the tool: resolved once, a call records without building labels or looking them
+    /// up. A series appears when first recorded into, as one looked up by label would.
+    pub fn tool(&self, tenant: &str, plugin: &str, tool: &str) -> ToolMeters {
+        let labels = ToolLabels { tenant: tenant.to_owned(), plugin: plugin.to_owned(), tool: tool.to_owned() };
+        ToolMeters {
+            calls: self.calls.clone(),
+            outcomes: Default::default(),
+            durations: self.call_durations.clone(),
+            duration: OnceLock::new(),
+            in_flight: self.in_flight.get_or_create(&TenantLabels { tenant: tenant.to_owned() }).clone(),
+            labels,
+        }
     }
 
     /// A reload of `tenant`'s plugins took `took`.
@@ -308,21 +314,15 @@ impl Metrics {
         Traffic { received: counter("receive"), sent: counter("transmit") }
     }
 
-    /// A call of `tenant`'s is running until the guard drops.
-    pub fn in_flight(self: &Arc<Self>, tenant: &str) -> InFlight {
-        let labels = TenantLabels { tenant: tenant.to_owned() };
-        self.in_flight.get_or_create(&labels).inc();
-        InFlight { metrics: self.clone(), labels }
-    }
-
-    /// Record one call's sandbox: how long instantiating took, how long the guest ran, and
-    /// the most memory it used.
-    pub fn sandbox(&self, tenant: &str, plugin: &str, instantiate: Duration, guest: Duration, memory: usize) {
+    /// The series the sandboxes of `tenant`'s plugin `plugin` record into, to be kept with
+    /// the plugin (see [`Metrics::tool`]).
+    pub fn plugin(&self, tenant: &str, plugin: &str) -> PluginMeters {
         let labels = PluginLabels { tenant: tenant.to_owned(), plugin: plugin.to_owned() };
-        self.instantiate.get_or_create(&labels).observe(instantiate.as_secs_f64());
-        self.guest.get_or_create(&labels).observe(guest.as_secs_f64());
-        let memory = i64::try_from(memory).unwrap_or(i64::MAX);
-        self.memory_high_water.get_or_create(&labels).inner().fetch_max(memory, Ordering::Relaxed);
+        PluginMeters {
+            instantiate: self.instantiate.get_or_create(&labels).clone(),
+            guest: self.guest.get_or_create(&labels).clone(),
+            memory_high_water: self.memory_high_water.get_or_create(&labels).clone(),
+        }
     }
 
     /// The engine's instances: alive now, and how many the pool holds.
@@ -386,15 +386,60 @@ impl Traffic {
     }
 }
 
-/// A running call, counted in `capsule_calls_in_flight` until dropped.
-pub struct InFlight {
-    metrics: Arc<Metrics>,
-    labels: TenantLabels,
+/// One tool's series (see [`Metrics::tool`]).
+pub struct ToolMeters {
+    calls: Family<CallLabels, Counter>,
+    /// The calls counter for each outcome, found when first counted.
+    outcomes: [OnceLock<Counter>; Outcome::COUNT],
+    durations: Histograms<ToolLabels>,
+    duration: OnceLock<Histogram>,
+    in_flight: Gauge,
+    labels: ToolLabels,
 }
+
+impl ToolMeters {
+    /// A call is running until the guard drops (`capsule_calls_in_flight` of its tenant).
+    pub fn running(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
+    }
+
+    /// Count a call that ended as `outcome` after `took`.
+    pub fn call(&self, outcome: Outcome, took: Duration) {
+        let counter = self.outcomes[outcome as usize].get_or_init(|| {
+            let ToolLabels { tenant, plugin, tool } = self.labels.clone();
+            self.calls.get_or_create(&CallLabels { tenant, plugin, tool, outcome: outcome.label() }).clone()
+        });
+        counter.inc();
+        let duration = self.duration.get_or_init(|| self.durations.get_or_create(&self.labels).clone());
+        duration.observe(took.as_secs_f64());
+    }
+}
+
+/// One plugin's sandbox series (see [`Metrics::plugin`]).
+pub struct PluginMeters {
+    instantiate: Histogram,
+    guest: Histogram,
+    memory_high_water: Gauge,
+}
+
+impl PluginMeters {
+    /// Record one call's sandbox: how long instantiating took, how long the guest ran, and
+    /// the most memory it used.
+    pub fn sandbox(&self, instantiate: Duration, guest: Duration, memory: usize) {
+        self.instantiate.observe(instantiate.as_secs_f64());
+        self.guest.observe(guest.as_secs_f64());
+        let memory = i64::try_from(memory).unwrap_or(i64::MAX);
+        self.memory_high_water.inner().fetch_max(memory, Ordering::Relaxed);
+    }
+}
+
+/// A running call, counted in `capsule_calls_in_flight` until dropped.
+pub struct InFlight(Gauge);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.metrics.in_flight.get_or_create(&self.labels).dec();
+        self.0.dec();
     }
 }
 
@@ -409,10 +454,11 @@ mod tests {
     fn client_chosen_strings_never_become_label_values() {
         let metrics = Metrics::new();
         for (i, method) in ["tools/call", "evil/method-1", "evil/method-2"].iter().enumerate() {
+            let version = format!("1999-01-0{i}");
             let op = Operation {
-                method: (*method).to_owned(),
+                method,
                 transport: "tcp",
-                version: Some(format!("1999-01-0{i}")),
+                version: Some(&version),
                 tool: None,
                 error: Some("-32601".into()),
             };
@@ -427,23 +473,30 @@ mod tests {
 
     #[test]
     fn calls_in_flight_and_memory_high_water() {
-        let metrics = Arc::new(Metrics::new());
-        let running = metrics.in_flight("acme");
+        let metrics = Metrics::new();
+        let add = metrics.tool("acme", "calc", "add");
+        let running = add.running();
         assert!(metrics.render().contains(r#"capsule_calls_in_flight{tenant="acme"} 1"#));
         drop(running);
         assert!(metrics.render().contains(r#"capsule_calls_in_flight{tenant="acme"} 0"#));
-        metrics.sandbox("acme", "calc", Duration::from_micros(9), Duration::from_micros(3), 2 << 20);
-        metrics.sandbox("acme", "calc", Duration::from_micros(9), Duration::from_micros(3), 1 << 20);
+        let calc = metrics.plugin("acme", "calc");
+        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 2 << 20);
+        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 1 << 20);
         let text = metrics.render();
         assert!(
             text.contains(r#"capsule_plugin_memory_high_water_bytes{tenant="acme",plugin="calc"} 2097152"#),
             "{text}"
         );
-        metrics.call("acme", "calc", "add", Outcome::Deadline, Duration::from_millis(50));
-        assert!(
-            metrics
-                .render()
-                .contains(r#"capsule_plugin_calls_total{tenant="acme",plugin="calc",tool="add",outcome="deadline"} 1"#)
-        );
+        // Outcomes not yet seen have no series, as when each call looked its labels up.
+        assert!(!text.contains("capsule_plugin_calls_total"), "{text}");
+        add.call(Outcome::Deadline, Duration::from_millis(50));
+        add.call(Outcome::Deadline, Duration::from_millis(50));
+        let text = metrics.render();
+        let deadline = r#"capsule_plugin_calls_total{tenant="acme",plugin="calc",tool="add",outcome="deadline"} 2"#;
+        assert!(text.contains(deadline), "{text}");
+        assert!(!text.contains(r#"outcome="ok""#), "{text}");
+        // Meters resolved again (a reloaded catalog's) record into the same series.
+        metrics.tool("acme", "calc", "add").call(Outcome::Deadline, Duration::from_millis(50));
+        assert!(metrics.render().contains(&deadline.replace("} 2", "} 3")));
     }
 }

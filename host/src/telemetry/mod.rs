@@ -21,6 +21,6 @@ mod traces;
 mod w3c;
 
 pub use fields::TextFields;
-pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, Traffic};
+pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{Scrape, respond, serve};
 pub use traces::{TraceSetupError, Traces, start_trace};

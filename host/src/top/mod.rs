@@ -296,7 +296,6 @@ pub async fn run(args: TopArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::telemetry::{Metrics, Outcome};
@@ -307,17 +306,18 @@ mod tests {
 
     #[test]
     fn a_view_of_two_scrapes_of_capsule_metrics() {
-        let metrics = Arc::new(Metrics::new());
-        metrics.call("acme", "calc", "add", Outcome::Ok, Duration::from_micros(300));
+        let metrics = Metrics::new();
+        let add = metrics.tool("acme", "calc", "add");
+        add.call(Outcome::Ok, Duration::from_micros(300));
         let before = snapshot(&metrics);
         for _ in 0..98 {
-            metrics.call("acme", "calc", "add", Outcome::Ok, Duration::from_micros(300));
+            add.call(Outcome::Ok, Duration::from_micros(300));
         }
-        metrics.call("acme", "calc", "mul", Outcome::Ok, Duration::from_millis(40));
-        metrics.call("acme", "calc", "add", Outcome::Deadline, Duration::from_millis(900));
-        metrics.call("acme", "hostile", "spin", Outcome::Memory, Duration::from_millis(3));
-        metrics.sandbox("acme", "hostile", Duration::from_micros(9), Duration::from_micros(3), 3 << 20);
-        let _running = metrics.in_flight("acme");
+        metrics.tool("acme", "calc", "mul").call(Outcome::Ok, Duration::from_millis(40));
+        add.call(Outcome::Deadline, Duration::from_millis(900));
+        metrics.tool("acme", "hostile", "spin").call(Outcome::Memory, Duration::from_millis(3));
+        metrics.plugin("acme", "hostile").sandbox(Duration::from_micros(9), Duration::from_micros(3), 3 << 20);
+        let _running = add.running();
         let view = View::between(&before, &snapshot(&metrics), Duration::from_secs(2));
 
         assert_eq!(view.in_flight, 1.0);
