@@ -346,8 +346,8 @@ fn log_filter(directives: Option<String>) -> Box<dyn Filter<tracing_subscriber::
     let directives = directives.filter(|d| !d.trim().is_empty()).unwrap_or_else(|| "info".to_owned());
     // Directives by target and level (what `CAPSULE_LOG` nearly always holds) decide from a
     // record's metadata alone. `EnvFilter`, needed only for span and field directives
-    // (`[request{mcp.method.name=ping}]=debug`), also tracks every span it might match, taking
-    // a lock every worker shares at each span's entry and exit.
+    // (`[request]=debug`), also tracks every span it might match, taking a lock every worker
+    // shares at each span's entry and exit.
     match directives.parse::<Targets>() {
         Ok(targets) => Box::new(targets),
         Err(_) => Box::new(EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"))),
