@@ -5,37 +5,74 @@ use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::uri::Authority;
 
-/// Host names and origins the endpoint answers to.
+/// Host names and origins the endpoint answers to, read once when it starts.
 #[derive(Debug, Clone)]
 pub struct Allowed {
-    /// `host` or `host:port` entries; without a port any port matches.
-    hosts: Vec<String>,
-    /// `scheme://host`, `scheme://host:port` or `scheme://host:*` entries, or `null`.
-    origins: Vec<String>,
+    hosts: Vec<HostEntry>,
+    origins: Vec<OriginEntry>,
+}
+
+/// An allowed Host: a bare lowercase name, and the port it must name (any without one).
+#[derive(Debug, Clone)]
+struct HostEntry {
+    host: String,
+    port: Option<u16>,
+}
+
+impl HostEntry {
+    fn parse(entry: &str) -> HostEntry {
+        match entry.parse::<Authority>() {
+            Ok(authority) => HostEntry { host: bare_host(authority.host()), port: authority.port_u16() },
+            // A bare IPv6 address such as `::1` is not an authority.
+            Err(_) => HostEntry { host: bare_host(entry), port: None },
+        }
+    }
+
+    fn matches(&self, host: &Authority) -> bool {
+        self.host.eq_ignore_ascii_case(unbracketed(host.host())) && self.port.is_none_or(|p| host.port_u16() == Some(p))
+    }
+}
+
+/// An allowed Origin: `null`, or a scheme and host with a port, any port (`:*`) or the
+/// scheme's default.
+#[derive(Debug, Clone)]
+struct OriginEntry {
+    origin: Origin,
+    any_port: bool,
 }
 
 impl Allowed {
-    /// Loopback names and origins, plus the operator's.
+    /// Loopback names and origins, plus the operator's. An origin entry that is not one is
+    /// ignored (it could match nothing).
     pub fn new(hosts: &[String], origins: &[String]) -> Allowed {
-        let hosts = ["localhost", "127.0.0.1", "::1"].into_iter().map(String::from).chain(hosts.iter().cloned());
-        let origins = [
+        let loopback = ["localhost", "127.0.0.1", "::1"].into_iter();
+        let hosts = loopback.chain(hosts.iter().map(String::as_str)).map(HostEntry::parse).collect();
+        let loopback = [
             "http://localhost:*",
             "http://127.0.0.1:*",
             "http://[::1]:*",
             "https://localhost:*",
             "https://127.0.0.1:*",
         ]
-        .into_iter()
-        .map(String::from)
-        .chain(origins.iter().cloned());
-        Allowed { hosts: hosts.map(|h| h.to_ascii_lowercase()).collect(), origins: origins.collect() }
+        .into_iter();
+        let origins = loopback
+            .chain(origins.iter().map(String::as_str))
+            .filter_map(|entry| {
+                let (entry, any_port) = match entry.strip_suffix(":*") {
+                    Some(entry) => (entry, true),
+                    None => (entry, false),
+                };
+                Some(OriginEntry { origin: Origin::parse(entry)?, any_port })
+            })
+            .collect();
+        Allowed { hosts, origins }
     }
 
     /// Check Host, then Origin: `Err` is the status and the reason. Host names `also` accepts
     /// (a tenant's own) pass too.
     pub fn check(&self, headers: &HeaderMap, also: impl Fn(&str) -> bool) -> Result<(), (u16, &'static str)> {
         let host = host(headers)?;
-        if !self.hosts.iter().any(|entry| host_matches(entry, &host)) && !also(&bare_host(host.host())) {
+        if !self.hosts.iter().any(|entry| entry.matches(&host)) && !also(&bare_host(host.host())) {
             return Err((403, "Forbidden: Host header is not allowed"));
         }
         let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
@@ -57,19 +94,15 @@ pub fn host(headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
 
 /// A host name as tenants' `hosts` hold it: lowercase, IPv6 without brackets.
 pub fn bare_host(host: &str) -> String {
-    host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
+    unbracketed(host).to_ascii_lowercase()
 }
 
-fn host_matches(entry: &str, host: &Authority) -> bool {
-    let Ok(entry) = entry.parse::<Authority>() else {
-        // A bare IPv6 address such as `::1` is not an authority.
-        return bare_host(entry) == bare_host(host.host());
-    };
-    bare_host(entry.host()) == bare_host(host.host())
-        && entry.port_u16().is_none_or(|port| host.port_u16() == Some(port))
+fn unbracketed(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// A parsed `Origin` header.
+#[derive(Debug, Clone)]
 struct Origin {
     scheme: String,
     host: String,
@@ -100,20 +133,16 @@ impl Origin {
         }
     }
 
-    fn matches(&self, entry: &str) -> bool {
-        if entry.eq_ignore_ascii_case("null") || self.null {
-            return entry.eq_ignore_ascii_case("null") && self.null;
+    fn matches(&self, entry: &OriginEntry) -> bool {
+        let allowed = &entry.origin;
+        if allowed.null || self.null {
+            return allowed.null && self.null;
         }
-        let (entry, any_port) = match entry.strip_suffix(":*") {
-            Some(entry) => (entry, true),
-            None => (entry, false),
-        };
-        let Some(entry) = Origin::parse(entry) else { return false };
-        if entry.scheme != self.scheme || entry.host != self.host {
+        if allowed.scheme != self.scheme || allowed.host != self.host {
             return false;
         }
-        match entry.port {
-            _ if any_port => true,
+        match allowed.port {
+            _ if entry.any_port => true,
             None => true,
             Some(port) => self.port.or_else(|| self.default_port()) == Some(port),
         }
@@ -122,27 +151,24 @@ impl Origin {
 
 /// The media types an `Accept` header lists (without parameters), leaving out those refused
 /// with `q=0`.
-fn accepted(headers: &HeaderMap) -> Vec<String> {
-    let mut types = Vec::new();
-    for value in headers.get_all(ACCEPT) {
-        let Ok(value) = value.to_str() else { continue };
-        for entry in value.split(',') {
+fn accepted(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|entry| {
             let mut parts = entry.split(';');
-            let essence = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let essence = parts.next().unwrap_or_default().trim();
             let refused =
                 parts.any(|p| p.trim().strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0)));
-            if !essence.is_empty() && !refused {
-                types.push(essence);
-            }
-        }
-    }
-    types
+            (!essence.is_empty() && !refused).then_some(essence)
+        })
 }
 
-/// Whether the client accepts every one of `types`.
+/// Whether the client accepts every one of `types` (lowercase).
 pub fn accepts(headers: &HeaderMap, types: &[&str]) -> bool {
-    let listed = accepted(headers);
-    types.iter().all(|t| listed.iter().any(|l| l == t))
+    types.iter().all(|wanted| accepted(headers).any(|listed| listed.eq_ignore_ascii_case(wanted)))
 }
 
 /// Whether the body is declared as JSON (by exactly one `Content-Type`).
@@ -181,6 +207,14 @@ mod tests {
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://evil.example")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "null")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "garbage")]), Err(403));
+        // An operator may allow the `null` origin; an entry that is no origin matches nothing.
+        let allowed = Allowed::new(&["::1".into()], &["null".into(), "garbage".into(), "http://a.example:*".into()]);
+        let check =
+            |pairs: &[(&'static str, &str)]| allowed.check(&headers(pairs), |_| false).map_err(|(status, _)| status);
+        assert_eq!(check(&[("host", "[::1]"), ("origin", "null")]), Ok(()));
+        assert_eq!(check(&[("host", "[::1]"), ("origin", "garbage")]), Err(403));
+        assert_eq!(check(&[("host", "[::1]"), ("origin", "HTTP://A.example:9000")]), Ok(()));
+        assert_eq!(check(&[("host", "[::1]"), ("origin", "https://a.example")]), Err(403));
     }
 
     #[test]
