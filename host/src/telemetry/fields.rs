@@ -35,8 +35,8 @@ struct Visitor<'writer> {
 }
 
 impl Visitor<'_> {
-    /// Whether `DefaultFields` would skip the field (it is for the exporter, or a `log`
-    /// record's metadata that the line already shows).
+    /// Whether the field stays out of text logs: the exporter's `otel.*` fields, and a `log`
+    /// record's metadata, which `DefaultFields` skips too (the line already shows it).
     fn skipped(field: &Field) -> bool {
         field.name().starts_with("otel.") || field.name().starts_with("log.")
     }

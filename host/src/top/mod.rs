@@ -296,7 +296,6 @@ pub async fn run(args: TopArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use crate::telemetry::{Metrics, Outcome};
 
