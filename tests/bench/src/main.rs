@@ -75,6 +75,9 @@ enum Serve {
     /// Only the cost of tracing and metrics, for working on it.
     #[command(hide = true)]
     Watching,
+    /// Only the fresh instance + `add` call cost, for working on it.
+    #[command(hide = true)]
+    Instance,
     /// The OTLP sink the watching section exports to.
     #[command(hide = true)]
     Sink,
@@ -135,6 +138,14 @@ fn main() -> ExitCode {
             let (plain, observed) = observed_cost(&args, duration / 5, duration, reps).await?;
             println!("telemetry: traced and scraped/plain throughput {:.2} (c=8, stateless)", ratio(&observed, &plain));
             Ok(plain.errors() + observed.errors() == 0)
+        }),
+        Some(Serve::Instance) => run(async move {
+            let calc = micro::plugin_bytes(&args.plugins, "calc")?;
+            let runtime = capsule::runtime::PluginRuntime::new(capsule::runtime::RuntimeConfig::default())?;
+            let calls = if args.quick { 2_000 } else { 20_000 };
+            let us = micro::instance_call_us(&runtime, &calc, calls, args.reps.max(3)).await?;
+            println!("{}", stat_line("fresh instance + add call + drop", "µs", us));
+            Ok(true)
         }),
         Some(Serve::Languages) => run(async move {
             let calls = if args.quick { 50 } else { 300 };
