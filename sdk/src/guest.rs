@@ -229,10 +229,8 @@ impl<P: Register> tools::Guest for Exports<P> {
             .iter()
             .find(|t| t.name == name)
             .ok_or_else(|| wit::Error::NotFound(format!("no tool named {name}")))?;
-        let arguments: Value = serde_json::from_str(&arguments)
-            .map_err(|e| wit::Error::InvalidParams(format!("arguments are not JSON: {e}")))?;
         let cx = context_from_wit(context);
-        Ok(match (tool.handler)(arguments, &cx) {
+        Ok(match (tool.handler)(&arguments, &cx).map_err(error_to_wit)? {
             Outcome::Done(result) => tools::CallOutcome::Complete(tools::ToolResult {
                 content: result.content.into_iter().map(content_to_wit).collect(),
                 structured_content: result.structured.as_ref().map(Value::to_string),

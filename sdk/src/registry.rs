@@ -165,7 +165,9 @@ where
     }
 }
 
-type ToolFn = Box<dyn Fn(Value, &Context) -> Outcome<ToolResult> + Send + Sync>;
+/// Takes the arguments as the client's JSON text: they are decoded straight into the tool's
+/// argument type, with no `Value` tree built first. `Err` when the text is not JSON at all.
+type ToolFn = Box<dyn Fn(&str, &Context) -> Result<Outcome<ToolResult>, Error> + Send + Sync>;
 type ReadFn = Box<dyn Fn(&str, UriVariables, &Context) -> Result<Outcome<Vec<Content>>, Error> + Send + Sync>;
 type PromptFn = Box<dyn Fn(Value, &Context) -> Result<Outcome<Vec<PromptMessage>>, Error> + Send + Sync>;
 type CompleteFn = Box<dyn Fn(&str) -> Vec<String> + Send + Sync>;
@@ -324,9 +326,12 @@ impl Plugin {
             destructive: None,
             idempotent: None,
             open_world: None,
-            handler: Box::new(move |arguments, cx| match serde_json::from_value::<A>(arguments) {
-                Ok(args) => handler.invoke(args, cx).into_tool_outcome(),
-                Err(e) => Outcome::Done(ToolResult::error(format!("invalid arguments for {tool_name}: {e}"))),
+            handler: Box::new(move |arguments, cx| match serde_json::from_str::<A>(arguments) {
+                Ok(args) => Ok(handler.invoke(args, cx).into_tool_outcome()),
+                Err(e) if e.is_syntax() || e.is_eof() => {
+                    Err(Error::InvalidParams(format!("arguments are not JSON: {e}")))
+                }
+                Err(e) => Ok(Outcome::Done(ToolResult::error(format!("invalid arguments for {tool_name}: {e}")))),
             }),
         });
         self.tools.last_mut().expect("just pushed")
