@@ -73,6 +73,15 @@ async fn unknown_tool_is_a_jsonrpc_error() {
     let response = client.request(1, "tools/call", json!({"name": "no_such_tool", "arguments": {}})).await;
     assert_eq!(response["error"]["code"], -32602, "{response}");
     assert!(response["error"]["message"].as_str().unwrap().contains("no_such_tool"));
+    // A long name is quoted in part: the message does not grow with what the client sent.
+    let long = "n".repeat(20_000);
+    let response = client.request(2, "tools/call", json!({"name": long, "arguments": {}})).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 200 && message.ends_with("n…"), "{message}");
+    let response = client.request(3, &"m".repeat(20_000), json!({})).await;
+    assert_eq!(response["error"]["code"], -32601);
+    assert!(response["error"]["message"].as_str().unwrap().len() < 200, "{response}");
 }
 
 #[tokio::test]

@@ -50,7 +50,7 @@ impl CapsuleServer {
     pub(super) async fn tools_call(&self, params: CallParams<'_>, cx: &RequestCx) -> Result<Reply, ErrorData> {
         let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
             return Err(ErrorData::invalid_params(
-                format!("Unknown tool: {}", params.name),
+                format!("Unknown tool: {}", super::excerpt(&params.name)),
                 Some(json!({"name": params.name})),
             ));
         };
@@ -166,7 +166,7 @@ impl CapsuleServer {
         let not_found = |message: String| ErrorData::resource_not_found(message, Some(json!({"uri": params.uri})));
         let catalog = self.shared.catalog();
         let Some(plugin) = catalog.resource_owner(&params.uri).cloned() else {
-            return Err(not_found(format!("Resource not found: {}", params.uri)));
+            return Err(not_found(format!("Resource not found: {}", super::excerpt(&params.uri))));
         };
         authorize(cx, &plugin, Kind::Resources, &params.uri)?;
         let bound_to = format!("resources/read\0{}\0{}", params.uri, cx.caller());
@@ -174,7 +174,7 @@ impl CapsuleServer {
         let outcome = self.with_input(cx, &plugin, ResourceRead { uri: &params.uri }, &bound_to, retry).await;
         match outcome {
             Ok(Rounds::Done(Ok(contents))) if contents.is_empty() => {
-                Err(not_found(format!("Resource not found: {}", params.uri)))
+                Err(not_found(format!("Resource not found: {}", super::excerpt(&params.uri))))
             }
             Ok(Rounds::Done(Ok(contents))) => {
                 Ok(ReadResourceResult::new(contents.iter().map(convert::resource_contents).collect()).into())
@@ -195,7 +195,7 @@ impl CapsuleServer {
         let catalog = self.shared.catalog();
         let Some(entry) = catalog.prompt(&params.name) else {
             return Err(ErrorData::invalid_params(
-                format!("Unknown prompt: {}", params.name),
+                format!("Unknown prompt: {}", super::excerpt(&params.name)),
                 Some(json!({"name": params.name})),
             ));
         };

@@ -71,7 +71,7 @@ fn view<M: MetaView>(meta: &Option<M>) -> Option<&dyn MetaView> {
 }
 
 fn method_not_found(method: &str) -> ErrorData {
-    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {method}"), None)
+    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {}", super::excerpt(method)), None)
 }
 
 /// Shape a result or error for the request's revision.

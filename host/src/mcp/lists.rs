@@ -161,7 +161,10 @@ impl CapsuleServer {
     pub(super) fn subscribe(&self, uri: String, cx: &RequestCx) -> Result<(), ErrorData> {
         check_uri(&uri)?;
         let Some(owner) = self.shared.catalog().resource_owner(&uri).cloned() else {
-            return Err(ErrorData::resource_not_found(format!("Resource not found: {uri}"), Some(json!({"uri": uri}))));
+            return Err(ErrorData::resource_not_found(
+                format!("Resource not found: {}", super::excerpt(&uri)),
+                Some(json!({"uri": uri})),
+            ));
         };
         // Updates to a resource are for those who may read it.
         authorize(cx, &owner, Kind::Resources, &uri)?;

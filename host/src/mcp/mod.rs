@@ -62,6 +62,19 @@ fn check_uri(uri: &str) -> Result<(), ErrorData> {
     Ok(())
 }
 
+/// How much of a client's string an error message repeats.
+const EXCERPT_CHARS: usize = 100;
+
+/// `text` as an error message quotes it: whole when short, else its first
+/// [`EXCERPT_CHARS`] characters and an ellipsis, so that a long name or method sent back
+/// does not make the answer (or a log line) as large as the request.
+pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => text.into(),
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
+    }
+}
+
 /// Run a validation inline when the value is small, on the blocking pool when it is large, so
 /// a big value never holds an async worker.
 async fn off_reactor(size: usize, check: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
@@ -474,5 +487,20 @@ impl CapsuleServer {
             "the plugin kept asking for input after {} rounds",
             input::MAX_ROUNDS
         ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_excerpt_keeps_short_text_and_cuts_long_text_at_a_character() {
+        assert!(matches!(excerpt("add"), std::borrow::Cow::Borrowed("add")));
+        let long = "é".repeat(5000);
+        let cut = excerpt(&long);
+        assert_eq!(cut.chars().count(), EXCERPT_CHARS + 1);
+        assert!(cut.ends_with("é…"), "{cut}");
+        assert_eq!(excerpt(&"x".repeat(EXCERPT_CHARS)).len(), EXCERPT_CHARS);
     }
 }

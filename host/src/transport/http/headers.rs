@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::mcp::excerpt;
+
 /// What the checks read of a request's params: the routing name, and the tool arguments.
 #[derive(Deserialize, Default)]
 struct Named<'a> {
@@ -33,7 +35,11 @@ pub fn check(
     match single(headers, "Mcp-Method")? {
         None => return Err("missing required Mcp-Method header".into()),
         Some(value) if value != method => {
-            return Err(format!("Mcp-Method header `{value}` does not match body method `{method}`"));
+            return Err(format!(
+                "Mcp-Method header `{}` does not match body method `{}`",
+                excerpt(value),
+                excerpt(method)
+            ));
         }
         Some(_) => {}
     }
@@ -49,7 +55,11 @@ pub fn check(
             single(headers, "Mcp-Name")?.ok_or_else(|| format!("missing required Mcp-Name header for `{method}`"))?;
         let decoded = decode(raw).ok_or("Mcp-Name header is not valid Base64")?;
         if decoded != expected {
-            return Err(format!("Mcp-Name header `{decoded}` does not match body value `{expected}`"));
+            return Err(format!(
+                "Mcp-Name header `{}` does not match body value `{}`",
+                excerpt(&decoded),
+                excerpt(expected)
+            ));
         }
     }
     let Some(schema) = named.name.as_deref().filter(|_| method == "tools/call").and_then(schema) else {
@@ -73,7 +83,11 @@ pub fn check(
             (Some(raw), Some(value)) => {
                 let decoded = decode(raw).ok_or_else(|| format!("{full} header is not valid Base64"))?;
                 if !agrees(&decoded, value) {
-                    return Err(format!("{full} header `{decoded}` does not match body value `{value}`"));
+                    return Err(format!(
+                        "{full} header `{}` does not match body value `{}`",
+                        excerpt(&decoded),
+                        excerpt(&value.to_string())
+                    ));
                 }
             }
         }
