@@ -196,6 +196,12 @@ fn body_bytes(text: &str) -> Result<usize, String> {
     (1 << 10..=1 << 30).contains(&value).then_some(value).ok_or_else(|| "must be from 1024 to 1073741824".into())
 }
 
+/// A request head limit from 8 KiB (hyper's least read buffer) to 16 MiB.
+fn header_bytes(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|e| format!("{e}"))?;
+    (8 << 10..=16 << 20).contains(&value).then_some(value).ok_or_else(|| "must be from 8192 to 16777216".into())
+}
+
 /// A time limit from 1 second to an hour.
 fn seconds(text: &str) -> Result<u64, String> {
     let value: u64 = text.parse().map_err(|e| format!("{e}"))?;
@@ -301,6 +307,10 @@ struct HttpArgs {
     /// one (a slowloris client, or a keep-alive connection idle that long, is closed).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = seconds)]
     header_timeout: u64,
+    /// Largest request head (request line and headers), in bytes (431 beyond): it bounds the
+    /// memory each open connection may hold.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, value_parser = header_bytes)]
+    max_header_bytes: usize,
     /// Seconds allowed to receive a request's body (408 beyond).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = seconds)]
     body_timeout: u64,
@@ -624,6 +634,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         connections: crate::transport::http::ConnectionLimits {
             max_connections: args.http.max_connections,
             header_timeout: Duration::from_secs(args.http.header_timeout),
+            max_header_bytes: args.http.max_header_bytes,
         },
         workers,
     };

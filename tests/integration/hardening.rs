@@ -367,6 +367,7 @@ fn out_of_range_limits_are_refused() {
         ["--max-output", "18014398509481984"],
         ["--max-instances", "4294967295"],
         ["--cpu-deadline", "0"],
+        ["--max-header-bytes", "4096"],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_capsule")).arg("serve").args(flags).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{flags:?} must be refused");

@@ -524,6 +524,29 @@ async fn slow_headers_and_slow_bodies_are_cut_off() {
 }
 
 #[tokio::test]
+async fn oversized_heads_and_cut_short_bodies_are_refused() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::http(&["--max-header-bytes", "16384"]);
+    let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
+    // One header larger than the limit: 431, and the connection is closed.
+    let mut big = raw_connection(&server).await;
+    let filler = format!("{head}X-Filler: {}\r\nContent-Length: 2\r\n\r\n{{}}", "a".repeat(20_000));
+    big.write_all(filler.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut big, std::time::Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    // A body shorter than its Content-Length, the client done sending: 400, not 413.
+    let mut short = raw_connection(&server).await;
+    short.write_all(format!("{head}Content-Length: 100\r\n\r\n{{\"jsonrpc\"").as_bytes()).await.unwrap();
+    short.shutdown().await.unwrap();
+    let answer = read_until_closed(&mut short, std::time::Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("-32600") && answer.contains("could not be read"), "{answer}");
+    // Heads under the limit are served.
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+}
+
+#[tokio::test]
 async fn connections_and_sessions_per_address_are_capped() {
     // Idle keep-alive connections close after 2 s, so the clients below free their permits.
     let server = Server::http(&["--max-connections", "2", "--sessions-per-address", "2", "--header-timeout", "2"]);

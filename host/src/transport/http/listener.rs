@@ -28,11 +28,14 @@ pub struct ConnectionLimits {
     /// Time allowed for a request's headers, counted from when the connection is ready for a
     /// request: it also closes keep-alive connections idle that long.
     pub header_timeout: Duration,
+    /// Largest request head (request line and headers), in bytes: a connection's read buffer
+    /// is bounded by it, so open connections cannot hold more than this each (431 beyond).
+    pub max_header_bytes: usize,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { max_connections: 1024, header_timeout: Duration::from_secs(30) }
+        ConnectionLimits { max_connections: 1024, header_timeout: Duration::from_secs(30), max_header_bytes: 64 << 10 }
     }
 }
 
@@ -68,11 +71,11 @@ pub async fn run(
             },
             () = shutdown.cancelled() => break,
         };
-        let (app, header_timeout, shutdown) = (app.clone(), limits.header_timeout, shutdown.clone());
+        let (app, head, shutdown) = (app.clone(), (limits.header_timeout, limits.max_header_bytes), shutdown.clone());
         let assigned = workers.assign();
         let worker = assigned.handle().cloned();
         let serving = move |stream| async move {
-            serve(stream, peer, app, header_timeout, shutdown).await;
+            serve(stream, peer, app, head, shutdown).await;
             drop((permit, assigned));
         };
         let Some(worker) = worker else {
@@ -105,7 +108,7 @@ async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     app: Router,
-    header_timeout: Duration,
+    (header_timeout, max_header_bytes): (Duration, usize),
     shutdown: CancellationToken,
 ) {
     // Without TCP_NODELAY an SSE response waits on Nagle and delayed ACKs (~40 ms).
@@ -118,7 +121,8 @@ async fn serve(
         async move { Ok::<_, Infallible>(app.oneshot(request.map(Body::new)).await.unwrap_or_else(|e| match e {})) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    // hyper answers 431 to a head that does not fit its read buffer.
+    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(max_header_bytes);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     tokio::select! {

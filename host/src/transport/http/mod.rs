@@ -339,9 +339,14 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
             endpoint.traffic.received(body.len());
             body
         }
-        Ok(Err(_)) => {
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
             return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
+        }
+        // A body cut short (the client closed before its Content-Length), or a broken chunk.
+        Ok(Err(e)) => {
+            let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
+            return exchange::json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
         }
         Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
     };
