@@ -26,7 +26,7 @@ pub use engine::{Inspection, PluginRuntime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub(crate) use limits::thread_cpu;
 pub use plugin::{Manifest, Plugin};
-pub use quota::{Account, Held, QuotaExceeded, Usage};
+pub use quota::{Account, Held, InstanceHeld, QuotaExceeded, Usage};
 
 /// Which plugin list a `list-changed` call names.
 pub use bindings::ListKind;

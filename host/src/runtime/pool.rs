@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
+
 use super::error::CallError;
 
 #[derive(Debug, Default)]
@@ -31,6 +33,10 @@ struct Ledger {
     reserved: u32,
     /// Shared instances in use now.
     shared_in_use: u32,
+    /// Instances whose calls are over, about to be freed (see [`Lease::ending`]).
+    ending: u32,
+    /// Calls waiting for one of those.
+    waiting: u32,
     accounts: HashMap<Arc<str>, Account>,
 }
 
@@ -55,6 +61,8 @@ impl Ledger {
 #[derive(Debug, Clone)]
 pub struct InstancePool {
     ledger: Arc<Mutex<Ledger>>,
+    /// Woken whenever a lease ends.
+    freed: Arc<Notify>,
 }
 
 /// Why a plugin's reserve cannot be kept.
@@ -84,7 +92,15 @@ fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
 impl InstancePool {
     pub fn new(total: u32) -> InstancePool {
         InstancePool {
-            ledger: Arc::new(Mutex::new(Ledger { total, reserved: 0, shared_in_use: 0, accounts: HashMap::new() })),
+            ledger: Arc::new(Mutex::new(Ledger {
+                total,
+                reserved: 0,
+                shared_in_use: 0,
+                ending: 0,
+                waiting: 0,
+                accounts: HashMap::new(),
+            })),
+            freed: Arc::default(),
         }
     }
 
@@ -102,7 +118,7 @@ impl InstancePool {
         let account = ledger.accounts.entry(plugin.clone()).or_default();
         account.reserve = reserve;
         account.holders += 1;
-        Ok(Reservation { ledger: self.ledger.clone(), plugin: plugin.clone() })
+        Ok(Reservation { ledger: self.ledger.clone(), freed: self.freed.clone(), plugin: plugin.clone() })
     }
 }
 
@@ -110,6 +126,7 @@ impl InstancePool {
 #[derive(Debug)]
 pub struct Reservation {
     ledger: Arc<Mutex<Ledger>>,
+    freed: Arc<Notify>,
     plugin: Arc<str>,
 }
 
@@ -117,7 +134,10 @@ impl Reservation {
     /// An instance for one call: one of the plugin's own if any is free, else a shared one.
     /// Hold the lease until the call's store is dropped.
     pub fn lease(&self) -> Result<Lease, CallError> {
-        let mut ledger = lock(&self.ledger);
+        self.lease_from(&mut lock(&self.ledger))
+    }
+
+    fn lease_from(&self, ledger: &mut Ledger) -> Result<Lease, CallError> {
         let shared = ledger.shared();
         let shared_in_use = ledger.shared_in_use;
         let account = ledger.accounts.get_mut(&self.plugin).ok_or(CallError::Busy)?;
@@ -130,7 +150,53 @@ impl Reservation {
         } else {
             return Err(CallError::Busy);
         };
-        Ok(Lease { ledger: self.ledger.clone(), plugin: self.plugin.clone(), own })
+        Ok(Lease {
+            ledger: self.ledger.clone(),
+            freed: self.freed.clone(),
+            plugin: self.plugin.clone(),
+            own,
+            ending: false,
+        })
+    }
+
+    /// [`Reservation::lease`], but while some call's instance is being freed (its answer sent,
+    /// its teardown due), wait for that rather than refuse: a client's next call must not
+    /// find its plugin busy with the instance of the call it already has the answer to.
+    pub async fn lease_when_free(&self) -> Result<Lease, CallError> {
+        match self.lease() {
+            Err(_) if lock(&self.ledger).ending > 0 => {}
+            leased => return leased,
+        }
+        // Counted among the waiters until it returns or is dropped (a cancelled call).
+        struct Waiting<'a>(&'a Mutex<Ledger>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                lock(self.0).waiting -= 1;
+            }
+        }
+        let mut waiting = None;
+        loop {
+            // Registered before the ledger is read, so an end after that is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut ledger = lock(&self.ledger);
+                match self.lease_from(&mut ledger) {
+                    Err(_) if ledger.ending > 0 => {
+                        if waiting.is_none() {
+                            ledger.waiting += 1;
+                            waiting = Some(Waiting(&self.ledger));
+                        }
+                    }
+                    leased => {
+                        drop(ledger);
+                        return leased;
+                    }
+                }
+            }
+            freed.await;
+        }
     }
 }
 
@@ -147,21 +213,43 @@ impl Drop for Reservation {
 #[derive(Debug)]
 pub struct Lease {
     ledger: Arc<Mutex<Ledger>>,
+    freed: Arc<Notify>,
     plugin: Arc<str>,
     /// From the plugin's reserve rather than the shared instances.
     own: bool,
+    /// Its call is over; only the instance's teardown holds it.
+    ending: bool,
+}
+
+impl Lease {
+    /// Say that the call is over and the lease ends as soon as its instance is freed: until
+    /// then, calls that find no instance wait rather than being refused.
+    pub fn ending(&mut self) {
+        if !self.ending {
+            self.ending = true;
+            lock(&self.ledger).ending += 1;
+        }
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let mut ledger = lock(&self.ledger);
-        if !self.own {
-            ledger.shared_in_use -= 1;
-            return;
+        let wake = {
+            let mut ledger = lock(&self.ledger);
+            if self.ending {
+                ledger.ending -= 1;
+            }
+            if !self.own {
+                ledger.shared_in_use -= 1;
+            } else if let Some(account) = ledger.accounts.get_mut(&self.plugin) {
+                account.in_use -= 1;
+                ledger.close_if_idle(&self.plugin);
+            }
+            ledger.waiting > 0
+        };
+        if wake {
+            self.freed.notify_waiters();
         }
-        let Some(account) = ledger.accounts.get_mut(&self.plugin) else { return };
-        account.in_use -= 1;
-        ledger.close_if_idle(&self.plugin);
     }
 }
 
@@ -186,6 +274,24 @@ mod tests {
         drop(held);
         let second = quiet.lease().expect("shared instances come back");
         drop((first, second));
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_an_ending_lease_and_is_refused_when_none_is_ending() {
+        let pool = InstancePool::new(1);
+        let a = name("a");
+        let plugin = pool.reserve(&a, 0).unwrap();
+        let mut first = plugin.lease().unwrap();
+        let refused = plugin.lease_when_free().await;
+        assert!(matches!(refused, Err(CallError::Busy)), "no lease is ending: refused at once");
+        first.ending();
+        let waiting = tokio::spawn(async move { plugin.lease_when_free().await.map(drop) });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the only instance is still being freed");
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+        let ledger = lock(&pool.ledger);
+        assert_eq!((ledger.ending, ledger.waiting, ledger.shared_in_use), (0, 0, 0));
     }
 
     #[test]

@@ -86,6 +86,12 @@ struct Gauge {
 }
 
 impl Gauge {
+    /// Give one back, and wake a call waiting for it.
+    fn release(&self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.freed.notify_one();
+    }
+
     /// Take one, unless `limit` are already taken.
     fn try_hold(&self, limit: Option<u32>) -> Result<Held<'_>, u32> {
         match limit {
@@ -127,8 +133,16 @@ pub struct Held<'a>(&'a Gauge);
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.0.count.fetch_sub(1, Ordering::Relaxed);
-        self.0.freed.notify_one();
+        self.0.release();
+    }
+}
+
+/// One of an account's instances in use, released when the hold drops.
+pub struct InstanceHeld(Arc<Account>);
+
+impl Drop for InstanceHeld {
+    fn drop(&mut self) {
+        self.0.instances.release();
     }
 }
 
@@ -235,12 +249,17 @@ impl Account {
             .map_err(|limit| QuotaExceeded::Calls { tenant: self.tenant.clone(), limit })
     }
 
-    /// Count a plugin instance, for as long as the hold lives.
-    pub async fn instance(&self) -> Result<Held<'_>, QuotaExceeded> {
-        self.instances
+    /// Count a plugin instance, for as long as the hold lives (it may outlive the call that
+    /// took it: an instance is torn down after its call's answer has gone).
+    pub async fn instance(self: &Arc<Self>) -> Result<InstanceHeld, QuotaExceeded> {
+        let held = self
+            .instances
             .hold(|| self.quotas().instances, self.wait())
             .await
-            .map_err(|limit| QuotaExceeded::Instances { tenant: self.tenant.clone(), limit })
+            .map_err(|limit| QuotaExceeded::Instances { tenant: self.tenant.clone(), limit })?;
+        // The unit stays taken; the owned hold gives it back.
+        std::mem::forget(held);
+        Ok(InstanceHeld(self.clone()))
     }
 
     /// Wait for the tenant's CPU quota for this window, if it is used up.
