@@ -92,8 +92,9 @@ impl Gauge {
         self.freed.notify_one();
     }
 
-    /// Take one, unless `limit` are already taken.
-    fn try_hold(&self, limit: Option<u32>) -> Result<Held<'_>, u32> {
+    /// Take one, unless `limit` are already taken. What is taken is given back by the hold
+    /// the caller makes of it ([`Held`], [`InstanceHeld`]).
+    fn try_take(&self, limit: Option<u32>) -> Result<(), u32> {
         match limit {
             None => {
                 self.count.fetch_add(1, Ordering::Relaxed);
@@ -104,20 +105,20 @@ impl Gauge {
                     .map_err(|_| limit)?;
             }
         }
-        Ok(Held(self))
+        Ok(())
     }
 
     /// Take one, waiting up to `wait` for one to be released; the limit is read afresh on
     /// every try, so a reload that raises it lets waiting calls in.
-    async fn hold(&self, limit: impl Fn() -> Option<u32>, wait: Duration) -> Result<Held<'_>, u32> {
+    async fn take(&self, limit: impl Fn() -> Option<u32>, wait: Duration) -> Result<(), u32> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Registered before the try, so a release between the two is not missed.
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            match self.try_hold(limit()) {
-                Ok(held) => return Ok(held),
+            match self.try_take(limit()) {
+                Ok(()) => return Ok(()),
                 Err(limit) => {
                     if tokio::time::timeout_at(deadline, freed).await.is_err() {
                         return Err(limit);
@@ -244,22 +245,20 @@ impl Account {
     /// Count a request that runs plugin code, for as long as the hold lives.
     pub async fn call(&self) -> Result<Held<'_>, QuotaExceeded> {
         self.calls
-            .hold(|| self.quotas().concurrent_calls, self.wait())
+            .take(|| self.quotas().concurrent_calls, self.wait())
             .await
+            .map(|()| Held(&self.calls))
             .map_err(|limit| QuotaExceeded::Calls { tenant: self.tenant.clone(), limit })
     }
 
     /// Count a plugin instance, for as long as the hold lives (it may outlive the call that
     /// took it: an instance is torn down after its call's answer has gone).
     pub async fn instance(self: &Arc<Self>) -> Result<InstanceHeld, QuotaExceeded> {
-        let held = self
-            .instances
-            .hold(|| self.quotas().instances, self.wait())
+        self.instances
+            .take(|| self.quotas().instances, self.wait())
             .await
-            .map_err(|limit| QuotaExceeded::Instances { tenant: self.tenant.clone(), limit })?;
-        // The unit stays taken; the owned hold gives it back.
-        std::mem::forget(held);
-        Ok(InstanceHeld(self.clone()))
+            .map(|()| InstanceHeld(self.clone()))
+            .map_err(|limit| QuotaExceeded::Instances { tenant: self.tenant.clone(), limit })
     }
 
     /// Wait for the tenant's CPU quota for this window, if it is used up.
