@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use tracing::Instrument;
-
 use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, TypedFunc};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
@@ -513,20 +511,22 @@ impl Plugin {
         });
         let started = Instant::now();
         let mut instantiated = None;
-        // The sandbox build and the guest's run, each a span under the request's.
-        let span = tracing::debug_span!("plugin call", otel.name = %format_args!("capsule.plugin.call {}", self.name),
-            capsule.plugin = &*self.name, capsule.tenant = &**self.account.tenant());
-        let work = meter.meter(
-            self.runtime.clock.runs(),
-            async {
-                let sandbox = tracing::debug_span!("sandbox build", otel.name = "capsule.sandbox.build");
-                let instance = self.pre.instantiate_async(&mut store).instrument(sandbox).await?;
-                instantiated = Some(started.elapsed());
-                let guest = tracing::debug_span!("guest call", otel.name = "capsule.guest.call");
-                call(&mut store, &instance, std::marker::PhantomData).instrument(guest).await
-            }
-            .instrument(span),
-        );
+        // The sandbox build and the guest's run, each a span under the request's. Neither is
+        // entered: each is opened and closed around its step with its parent named (a long
+        // call's later polls run off the request's worker), so that no poll of the call pays
+        // for entering and leaving them.
+        let parent = tracing::Span::current();
+        let (plugin, tenant) = (&*self.name, &**self.account.tenant());
+        let work = meter.meter(self.runtime.clock.runs(), async {
+            let sandbox = tracing::debug_span!(parent: &parent, "sandbox build", otel.name = "capsule.sandbox.build",
+                capsule.plugin = plugin, capsule.tenant = tenant);
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            drop(sandbox);
+            instantiated = Some(started.elapsed());
+            let _guest = tracing::debug_span!(parent: &parent, "guest call", otel.name = "capsule.guest.call",
+                capsule.plugin = plugin, capsule.tenant = tenant);
+            call(&mut store, &instance, std::marker::PhantomData).await
+        });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
         // Written only when it changes: every worker's calls to this plugin read it.
         let went_long = meter.used() >= OFFLOAD_AFTER;
