@@ -233,9 +233,16 @@ fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     if len < 0x80 {
         out[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(4);
-        varint(&mut prefix, len as u64);
-        out.splice(at..=at, prefix);
+        let mut prefix = [0u8; 10];
+        let mut n = 0;
+        let mut rest = len as u64;
+        while rest >= 0x80 {
+            prefix[n] = rest as u8 | 0x80;
+            rest >>= 7;
+            n += 1;
+        }
+        prefix[n] = rest as u8;
+        out.splice(at..=at, prefix[..=n].iter().copied());
     }
 }
 

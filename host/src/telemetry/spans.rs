@@ -166,7 +166,7 @@ where
         // A root's fields are kept even when it is not sampled yet: a client's trace context
         // may still make it sampled.
         if sampled || root {
-            attrs.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes });
+            attrs.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: true });
         }
         span.extensions_mut().insert(live);
     }
@@ -175,7 +175,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
         if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) {
-            values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes });
+            values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false });
         }
     }
 
@@ -223,6 +223,8 @@ where
 struct Fields<'a> {
     span: &'a mut SpanRecord,
     limit: usize,
+    /// The span's fields as it starts, rather than recorded later.
+    fresh: bool,
 }
 
 impl Fields<'_> {
@@ -235,27 +237,25 @@ impl Fields<'_> {
 
     fn set(&mut self, field: &Field, value: Value) {
         let span = &mut *self.span;
-        let text = |value: &Value| match value {
-            Value::Str(_) | Value::Spanned(..) => value.as_str(&span.text).to_owned(),
-            Value::Bool(b) => b.to_string(),
-            Value::Int(i) => i.to_string(),
-            Value::Double(d) => d.to_string(),
-        };
         match field.name() {
             "otel.name" => {
                 span.name = match value {
                     Value::Str(_) | Value::Spanned(..) => value,
-                    other => Value::Str(text(&other).into()),
+                    other => Value::Str(as_text(&other, &span.text).into_owned().into()),
                 }
             }
-            "otel.kind" => span.kind = SpanKind::named(&text(&value)).unwrap_or_default(),
-            "otel.status_code" => match text(&value).to_ascii_lowercase().as_str() {
-                "error" if !matches!(span.status, Status::Error(_)) => span.status = Status::Error(String::new()),
-                "ok" => span.status = Status::Ok,
+            "otel.kind" => span.kind = SpanKind::named(&as_text(&value, &span.text)).unwrap_or_default(),
+            "otel.status_code" => match &*as_text(&value, &span.text) {
+                code if code.eq_ignore_ascii_case("error") => {
+                    if !matches!(span.status, Status::Error(_)) {
+                        span.status = Status::Error(String::new())
+                    }
+                }
+                code if code.eq_ignore_ascii_case("ok") => span.status = Status::Ok,
                 _ => {}
             },
             "otel.status_message" => {
-                let message = text(&value);
+                let message = as_text(&value, &span.text).into_owned();
                 match &mut span.status {
                     Status::Error(described) => *described = message,
                     status => *status = Status::Error(message),
@@ -265,14 +265,34 @@ impl Fields<'_> {
                 if key == "error.type" && span.status == Status::Unset {
                     span.status = Status::Error(String::new());
                 }
-                set_attribute(&mut span.attributes, &mut span.dropped_attributes, self.limit, key, value);
+                let fresh = self.fresh;
+                set_attribute(&mut span.attributes, &mut span.dropped_attributes, self.limit, key, value, fresh);
             }
         }
     }
 }
 
-fn set_attribute(attributes: &mut Vec<Attribute>, dropped: &mut u32, limit: usize, key: &'static str, value: Value) {
-    if let Some(existing) = attributes.iter_mut().find(|a| a.key == key) {
+/// A value as text (`text` is its span's, for [`Value::Spanned`] values).
+fn as_text<'a>(value: &'a Value, text: &'a str) -> Cow<'a, str> {
+    match value {
+        Value::Str(_) | Value::Spanned(..) => Cow::Borrowed(value.as_str(text)),
+        Value::Bool(b) => Cow::Owned(b.to_string()),
+        Value::Int(i) => Cow::Owned(i.to_string()),
+        Value::Double(d) => Cow::Owned(d.to_string()),
+    }
+}
+
+/// Set `key`, or add it; `fresh` when nothing recorded so far can hold it (a span's fields as
+/// it starts are each named once), which spares the search.
+fn set_attribute(
+    attributes: &mut Vec<Attribute>,
+    dropped: &mut u32,
+    limit: usize,
+    key: &'static str,
+    value: Value,
+    fresh: bool,
+) {
+    if !fresh && let Some(existing) = attributes.iter_mut().find(|a| a.key == key) {
         existing.value = value;
     } else if attributes.len() < limit {
         attributes.push(Attribute { key: Cow::Borrowed(key), value });
@@ -345,7 +365,7 @@ impl EventFields {
             ("message", Value::Str(text)) => self.event.name = text.into_owned(),
             (key, value) => {
                 let event = &mut self.event;
-                set_attribute(&mut event.attributes, &mut event.dropped_attributes, self.limit, key, value)
+                set_attribute(&mut event.attributes, &mut event.dropped_attributes, self.limit, key, value, false)
             }
         }
     }
