@@ -246,10 +246,8 @@ impl Fields<'_> {
             }
             "otel.kind" => span.kind = SpanKind::named(&as_text(&value, &span.text)).unwrap_or_default(),
             "otel.status_code" => match &*as_text(&value, &span.text) {
-                code if code.eq_ignore_ascii_case("error") => {
-                    if !matches!(span.status, Status::Error(_)) {
-                        span.status = Status::Error(String::new())
-                    }
+                code if code.eq_ignore_ascii_case("error") && !matches!(span.status, Status::Error(_)) => {
+                    span.status = Status::Error(String::new())
                 }
                 code if code.eq_ignore_ascii_case("ok") => span.status = Status::Ok,
                 _ => {}
