@@ -368,14 +368,15 @@ impl Loader {
     async fn reload_locked(&self, state: &mut State) {
         // A trace of its own (not under the tenant's long-lived span), at error level so that
         // the reload's log records carry its trace id under any filter.
-        let span = tracing::error_span!(
-            parent: None,
-            "reload",
-            otel.name = "capsule.reload",
-            tenant = %self.account.tenant(),
-            trace_id = tracing::field::Empty
-        );
-        crate::telemetry::start_trace(&span, None);
+        let span = crate::telemetry::TraceContext::new(None).root(|trace_id| {
+            tracing::error_span!(
+                parent: None,
+                "reload",
+                otel.name = "capsule.reload",
+                tenant = %self.account.tenant(),
+                trace_id = %trace_id
+            )
+        });
         let started = std::time::Instant::now();
         let reload = async {
             let old = self.publisher.current();

@@ -154,25 +154,31 @@ impl CapsuleServer {
             Some(tool) => format!("{method} {tool}"),
             None => method.to_owned(),
         };
-        let span = tracing::error_span!(
-            "request",
-            otel.name = name,
-            otel.kind = "server",
-            mcp.method.name = method,
-            mcp.session.id = origin.session.as_deref(),
-            mcp.protocol.version = tracing::field::Empty,
-            network.transport = origin.transport.network(),
-            gen_ai.tool.name = tool,
-            error.type = tracing::field::Empty,
-            trace_id = tracing::field::Empty,
-        );
         let in_meta = peek.as_ref().and_then(|p| p.meta.as_ref()).and_then(|m| Some((m.traceparent.as_deref()?, m)));
         let parent = match (in_meta, origin.trace.as_deref()) {
             (Some((parent, meta)), _) => Some((parent, meta.tracestate.as_deref())),
             (None, Some(headers)) => Some((&*headers.traceparent, headers.tracestate.as_deref())),
             (None, None) => None,
         };
-        crate::telemetry::start_trace(&span, parent);
+        // Each request is the root of its own trace here, continuing the client's.
+        let trace = traced.then(|| crate::telemetry::TraceContext::new(parent));
+        let span = trace.map_or_else(tracing::Span::none, |trace| {
+            trace.root(|trace_id| {
+                tracing::error_span!(
+                    parent: None,
+                    "request",
+                    otel.name = name,
+                    otel.kind = "server",
+                    mcp.method.name = method,
+                    mcp.session.id = origin.session.as_deref(),
+                    mcp.protocol.version = tracing::field::Empty,
+                    network.transport = origin.transport.network(),
+                    gen_ai.tool.name = tool,
+                    error.type = tracing::field::Empty,
+                    trace_id = %trace_id,
+                )
+            })
+        });
         let started = Instant::now();
         let note = Arc::<Note>::default();
         // Boxed, so that instrumenting it moves a pointer rather than the whole future.
@@ -190,7 +196,8 @@ impl CapsuleServer {
             error,
         };
         self.shared.metrics.operation(&op, started.elapsed());
-        if !span.is_disabled() {
+        // Only the exporter can still see these: the request wrote its log records already.
+        if crate::telemetry::exported(&span) {
             if let Some(version) = op.version {
                 span.record("mcp.protocol.version", version);
             }

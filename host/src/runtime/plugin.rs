@@ -515,11 +515,15 @@ impl Plugin {
         // entered: each is opened and closed around its step with its parent named (a long
         // call's later polls run off the request's worker), so that no poll of the call pays
         // for entering and leaving them.
-        let parent = tracing::Span::current();
         let (plugin, tenant) = (&*self.name, &**self.account.tenant());
+        let sandbox = tracing::debug_span!(
+            "sandbox build",
+            otel.name = "capsule.sandbox.build",
+            capsule.plugin = plugin,
+            capsule.tenant = tenant
+        );
+        let parent = if sandbox.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
         let work = meter.meter(self.runtime.clock.runs(), async {
-            let sandbox = tracing::debug_span!(parent: &parent, "sandbox build", otel.name = "capsule.sandbox.build",
-                capsule.plugin = plugin, capsule.tenant = tenant);
             let instance = self.pre.instantiate_async(&mut store).await?;
             drop(sandbox);
             instantiated = Some(started.elapsed());

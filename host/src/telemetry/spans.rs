@@ -8,6 +8,7 @@
 //! cost about a fifth of a stateless call's throughput on two cores (BENCHMARKS "Watching").
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,7 +22,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::export::Queue;
 use super::otlp::{self, Attribute, SpanKind, SpanRecord, Status, Value};
-use super::w3c::RemoteParent;
+use super::w3c::{self, RemoteParent};
 
 /// Which traces are recorded (`OTEL_TRACES_SAMPLER`, decided when a trace starts here).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -92,30 +93,61 @@ impl SpanRecorder {
 }
 
 /// What the layer keeps in a span's extensions while it is open.
-pub(super) struct Live {
+struct Live {
     record: SpanRecord,
     sampled: bool,
-    /// A span with no parent here: its trace may still be joined to a client's.
-    root: bool,
-    sampler: Sampler,
 }
 
-impl Live {
-    /// Continue the client's trace (a root span, before it is first entered).
-    pub(super) fn adopt(&mut self, parent: &RemoteParent) {
-        if !self.root {
-            return;
+/// The trace a root span belongs to: the client's, when its W3C trace context is valid, else
+/// a new one. Known before the span starts, so that the span carries its trace id for the
+/// logs from its first moment instead of having it recorded afterwards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceContext {
+    trace_id: [u8; 16],
+    parent: Option<RemoteParent>,
+}
+
+thread_local! {
+    /// The trace of the root span [`TraceContext::root`] is starting on this thread.
+    static STARTING: Cell<Option<TraceContext>> = const { Cell::new(None) };
+}
+
+impl TraceContext {
+    /// Continue the client's span named by `traceparent` (and `tracestate`), if it is valid;
+    /// otherwise start a new trace.
+    pub fn new(parent: Option<(&str, Option<&str>)>) -> TraceContext {
+        match parent.and_then(|(traceparent, tracestate)| w3c::parse(traceparent, tracestate)) {
+            Some(parent) => TraceContext { trace_id: parent.trace_id, parent: Some(parent) },
+            None => TraceContext { trace_id: trace_id(), parent: None },
         }
-        self.record.trace_id = parent.trace_id;
-        self.record.parent_id = parent.span_id;
-        self.record.remote_parent = true;
-        self.record.trace_state.clone_from(&parent.state);
-        self.sampled = self.sampler.samples(&parent.trace_id, Some(parent));
     }
 
-    pub(super) fn trace_id(&self) -> [u8; 16] {
-        self.record.trace_id
+    /// The span `start` makes (a root span, given the trace id in hex for its `trace_id`
+    /// field) as the root of this trace here.
+    pub fn root(self, start: impl FnOnce(&str) -> tracing::Span) -> tracing::Span {
+        let hex = hex_id(&self.trace_id);
+        STARTING.with(|starting| starting.set(Some(self)));
+        let span = start(std::str::from_utf8(&hex).expect("hex digits are ASCII"));
+        // Taken by the span recorder when it recorded the span; cleared here when it did not.
+        STARTING.with(Cell::take);
+        span
     }
+}
+
+/// Whether `span` goes to a span recorder (it is enabled, and traces are exported).
+pub fn exported(span: &tracing::Span) -> bool {
+    span.with_subscriber(|(_, dispatch)| dispatch.downcast_ref::<SpanRecorder>().is_some()).unwrap_or(false)
+}
+
+/// A trace id as 32 lowercase hex digits.
+fn hex_id(id: &[u8; 16]) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = [0; 32];
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(id) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    hex
 }
 
 fn now() -> u64 {
@@ -123,7 +155,7 @@ fn now() -> u64 {
 }
 
 /// A fresh trace id (never all zeros, which means none).
-pub fn trace_id() -> [u8; 16] {
+fn trace_id() -> [u8; 16] {
     rand::random::<u128>().max(1).to_be_bytes()
 }
 
@@ -143,38 +175,41 @@ where
             let live = extensions.get::<Live>()?;
             Some((live.record.trace_id, live.record.span_id, live.sampled))
         });
-        let root = inherited.is_none();
-        let (trace_id, parent_id, sampled) = inherited.unwrap_or_else(|| {
-            let trace_id = trace_id();
-            (trace_id, [0; 8], self.sampler.samples(&trace_id, None))
-        });
-        let mut live = Live {
-            record: SpanRecord {
-                trace_id,
-                span_id: rand::random::<u64>().max(1).to_be_bytes(),
-                parent_id,
-                name: Value::Str(Cow::Borrowed(attrs.metadata().name())),
-                start: now(),
-                attributes: Vec::with_capacity(attrs.metadata().fields().len()),
-                text: String::with_capacity(128),
-                ..SpanRecord::default()
-            },
-            sampled,
-            root,
-            sampler: self.sampler,
+        let mut record = SpanRecord::default();
+        let sampled = match inherited {
+            Some((trace_id, parent_id, sampled)) => {
+                (record.trace_id, record.parent_id) = (trace_id, parent_id);
+                sampled
+            }
+            None => {
+                let context = STARTING.with(Cell::take).unwrap_or_else(|| TraceContext::new(None));
+                record.trace_id = context.trace_id;
+                let sampled = self.sampler.samples(&context.trace_id, context.parent.as_ref());
+                if let Some(parent) = context.parent {
+                    record.parent_id = parent.span_id;
+                    record.remote_parent = true;
+                    record.trace_state = parent.state;
+                }
+                sampled
+            }
         };
-        // A root's fields are kept even when it is not sampled yet: a client's trace context
-        // may still make it sampled.
-        if sampled || root {
-            attrs.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: true });
+        // An unsampled span keeps only its trace id, for its children.
+        if sampled {
+            record.span_id = rand::random::<u64>().max(1).to_be_bytes();
+            record.name = Value::Str(Cow::Borrowed(attrs.metadata().name()));
+            record.start = now();
+            record.attributes = Vec::with_capacity(attrs.metadata().fields().len());
+            record.text = String::with_capacity(128);
+            attrs.record(&mut Fields { span: &mut record, limit: self.limits.attributes, fresh: true });
         }
+        let live = Live { record, sampled };
         span.extensions_mut().insert(live);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
-        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) {
+        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) {
             values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false });
         }
     }
@@ -182,7 +217,7 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.event_span(event) else { return };
         let mut extensions = span.extensions_mut();
-        let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled || live.root) else { return };
+        let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) else { return };
         if live.record.events.len() >= self.limits.events {
             live.record.dropped_events += 1;
             return;
@@ -376,6 +411,25 @@ impl Visit for EventFields {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_context_gives_its_root_span_the_client_s_trace_id_and_is_not_left_behind() {
+        let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let context = TraceContext::new(Some((traceparent, Some("vendor=1"))));
+        let parent = context.parent.clone().expect("a valid traceparent");
+        assert_eq!((parent.sampled, parent.state.as_deref()), (true, Some("vendor=1")));
+        let mut seen = String::new();
+        // No subscriber takes it here, so the root must clear it itself.
+        context.root(|trace_id| {
+            seen = trace_id.to_owned();
+            tracing::Span::none()
+        });
+        assert_eq!(seen, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(STARTING.with(Cell::take), None);
+        let fresh = TraceContext::new(Some(("00-not-a-traceparent", None)));
+        assert!(fresh.parent.is_none() && fresh.trace_id != [0; 16]);
+        assert_eq!(&hex_id(&[0; 16]), format!("{:032x}", 0).as_bytes());
+    }
 
     #[test]
     fn a_ratio_sampler_keeps_about_its_share_and_a_parent_based_one_follows_the_client() {

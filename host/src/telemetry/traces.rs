@@ -15,12 +15,11 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use thiserror::Error;
 use tracing_subscriber::Layer;
-use tracing_subscriber::registry::{LookupSpan, SpanData};
+use tracing_subscriber::registry::LookupSpan;
 
 use super::export::{self, Batching, Destination, Queue};
 use super::otlp::{Attribute, Value};
-use super::spans::{Live, Rule, Sampler, SpanLimits, SpanRecorder};
-use super::w3c;
+use super::spans::{Rule, Sampler, SpanLimits, SpanRecorder};
 
 /// Why traces cannot be exported as the environment asks.
 #[derive(Debug, Error)]
@@ -287,32 +286,6 @@ fn http_client(
         .timeout(timeout)
         .build()
         .map_err(|e| TraceSetupError::Exporter(e.to_string()))
-}
-
-/// Start `span`'s trace: as a child of the client's span when `parent` (`traceparent`, and
-/// `tracestate` if any) is valid W3C trace context, else as a new trace. Its `trace_id` field
-/// gets the trace's id, so that every log record written inside it carries the id the exported
-/// spans have (or, without an exporter, the client's, else a fresh one that still groups the
-/// records). Call it before the span is first entered.
-pub fn start_trace(span: &tracing::Span, parent: Option<(&str, Option<&str>)>) {
-    if span.is_disabled() {
-        return;
-    }
-    let parent = parent.and_then(|(traceparent, tracestate)| w3c::parse(traceparent, tracestate));
-    let recorded = span
-        .with_subscriber(|(id, dispatch)| {
-            let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
-            let data = registry.span_data(id)?;
-            let mut extensions = data.extensions_mut();
-            let live = extensions.get_mut::<Live>()?;
-            if let Some(parent) = &parent {
-                live.adopt(parent);
-            }
-            Some(live.trace_id())
-        })
-        .flatten();
-    let id = recorded.or(parent.map(|p| p.trace_id)).unwrap_or_else(super::spans::trace_id);
-    span.record("trace_id", tracing::field::display(format_args!("{:032x}", u128::from_be_bytes(id))));
 }
 
 #[cfg(test)]
