@@ -8,6 +8,7 @@
 //! `Debug` would have written. The `otel.*` fields tell the trace exporter how to name a span
 //! and what kind it is; a text log already shows the span's name and the same facts.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use tracing::field::{Field, Visit};
@@ -19,11 +20,33 @@ use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 #[derive(Debug, Default)]
 pub struct TextFields;
 
+thread_local! {
+    /// Where a span's fields are formatted before they are written out at once.
+    static SCRATCH: RefCell<String> = RefCell::new(String::with_capacity(256));
+}
+
 impl<'writer> FormatFields<'writer> for TextFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = Visitor { writer, empty: true, result: Ok(()) };
-        fields.record(&mut visitor);
-        visitor.result
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let format = |writer: Writer<'_>| {
+            let mut visitor = Visitor { writer, empty: true, result: Ok(()) };
+            fields.record(&mut visitor);
+            visitor.result
+        };
+        // A span's fields go into a string of their own that starts empty: written piece by
+        // piece, it would grow several times for every request. Formatted here first, they
+        // are one write. (A writer with colours keeps them, so it is written directly; a
+        // field whose formatting writes a record of its own finds the scratch taken.)
+        if writer.has_ansi_escapes() {
+            return format(writer);
+        }
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut scratch) => {
+                scratch.clear();
+                format(Writer::new(&mut *scratch))?;
+                writer.write_str(&scratch)
+            }
+            Err(_) => format(writer),
+        })
     }
 }
 
