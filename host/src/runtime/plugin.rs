@@ -512,9 +512,9 @@ impl Plugin {
         let started = Instant::now();
         let mut instantiated = None;
         // The sandbox build and the guest's run, each a span under the request's. Neither is
-        // entered: each is opened and closed around its step with its parent named (a long
-        // call's later polls run off the request's worker), so that no poll of the call pays
-        // for entering and leaving them.
+        // entered: each is opened and closed around its step, so that no poll of the call
+        // pays for entering and leaving them. The guest's names its parent, taken here: a
+        // long call's later polls run off the request's worker.
         let (plugin, tenant) = (&*self.name, &**self.account.tenant());
         let sandbox = tracing::debug_span!(
             "sandbox build",

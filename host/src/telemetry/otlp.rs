@@ -198,12 +198,21 @@ fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
     varint(out, u64::from(field) << 3 | u64::from(wire));
 }
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
+fn varint(out: &mut Vec<u8>, value: u64) {
+    let (bytes, len) = varint_bytes(value);
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// `value` as a varint: its bytes, and how many of them there are.
+fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
+    let (mut bytes, mut len) = ([0; 10], 0);
     while value >= 0x80 {
-        out.push(value as u8 | 0x80);
+        bytes[len] = value as u8 | 0x80;
         value >>= 7;
+        len += 1;
     }
-    out.push(value as u8);
+    bytes[len] = value as u8;
+    (bytes, len + 1)
 }
 
 fn varint_field(out: &mut Vec<u8>, field: u32, value: u64) {
@@ -233,16 +242,8 @@ fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     if len < 0x80 {
         out[at] = len as u8;
     } else {
-        let mut prefix = [0u8; 10];
-        let mut n = 0;
-        let mut rest = len as u64;
-        while rest >= 0x80 {
-            prefix[n] = rest as u8 | 0x80;
-            rest >>= 7;
-            n += 1;
-        }
-        prefix[n] = rest as u8;
-        out.splice(at..=at, prefix[..=n].iter().copied());
+        let (prefix, prefix_len) = varint_bytes(len as u64);
+        out.splice(at..=at, prefix[..prefix_len].iter().copied());
     }
 }
 

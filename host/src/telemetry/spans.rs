@@ -122,12 +122,12 @@ impl TraceContext {
         }
     }
 
-    /// The span `start` makes (a root span, given the trace id in hex for its `trace_id`
-    /// field) as the root of this trace here.
-    pub fn root(self, start: impl FnOnce(&str) -> tracing::Span) -> tracing::Span {
-        let hex = hex_id(&self.trace_id);
+    /// The span `start` makes (a root span, given the trace id as 32 hex digits for its
+    /// `trace_id` field) as the root of this trace here.
+    pub fn root(self, start: impl FnOnce(fmt::Arguments<'_>) -> tracing::Span) -> tracing::Span {
+        let id = u128::from_be_bytes(self.trace_id);
         STARTING.with(|starting| starting.set(Some(self)));
-        let span = start(std::str::from_utf8(&hex).expect("hex digits are ASCII"));
+        let span = start(format_args!("{id:032x}"));
         // Taken by the span recorder when it recorded the span; cleared here when it did not.
         STARTING.with(Cell::take);
         span
@@ -137,17 +137,6 @@ impl TraceContext {
 /// Whether `span` goes to a span recorder (it is enabled, and traces are exported).
 pub fn exported(span: &tracing::Span) -> bool {
     span.with_subscriber(|(_, dispatch)| dispatch.downcast_ref::<SpanRecorder>().is_some()).unwrap_or(false)
-}
-
-/// A trace id as 32 lowercase hex digits.
-fn hex_id(id: &[u8; 16]) -> [u8; 32] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = [0; 32];
-    for (pair, byte) in hex.chunks_exact_mut(2).zip(id) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
-    }
-    hex
 }
 
 fn now() -> u64 {
@@ -418,17 +407,21 @@ mod tests {
         let context = TraceContext::new(Some((traceparent, Some("vendor=1"))));
         let parent = context.parent.clone().expect("a valid traceparent");
         assert_eq!((parent.sampled, parent.state.as_deref()), (true, Some("vendor=1")));
-        let mut seen = String::new();
         // No subscriber takes it here, so the root must clear it itself.
-        context.root(|trace_id| {
-            seen = trace_id.to_owned();
-            tracing::Span::none()
-        });
-        assert_eq!(seen, "0af7651916cd43dd8448eb211c80319c");
+        let written = |context: TraceContext| {
+            let mut seen = String::new();
+            context.root(|trace_id| {
+                seen = trace_id.to_string();
+                tracing::Span::none()
+            });
+            seen
+        };
+        assert_eq!(written(context), "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(STARTING.with(Cell::take), None);
         let fresh = TraceContext::new(Some(("00-not-a-traceparent", None)));
         assert!(fresh.parent.is_none() && fresh.trace_id != [0; 16]);
-        assert_eq!(&hex_id(&[0; 16]), format!("{:032x}", 0).as_bytes());
+        let small = TraceContext { trace_id: 1u128.to_be_bytes(), parent: None };
+        assert_eq!(written(small), format!("{:032x}", 1));
     }
 
     #[test]
