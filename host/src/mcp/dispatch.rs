@@ -143,7 +143,8 @@ impl CapsuleServer {
         // the exported span's name and kind), and continuing the client's trace. Its name and
         // parent are fixed when it starts, so what they need is read first, only when the span
         // is wanted. It is at error level so that it is wanted under any log filter that lets a
-        // record through: every record the request writes carries its trace id.
+        // record through: every record the request writes carries its trace id. What is known
+        // only at its end (`mcp.protocol.version`, `error.type`) goes to the exporter alone.
         let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::ERROR);
         let peek = if traced { raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()) } else { None };
         let tool = peek
@@ -171,10 +172,8 @@ impl CapsuleServer {
                     otel.kind = "server",
                     mcp.method.name = method,
                     mcp.session.id = origin.session.as_deref(),
-                    mcp.protocol.version = tracing::field::Empty,
                     network.transport = origin.transport.network(),
                     gen_ai.tool.name = tool,
-                    error.type = tracing::field::Empty,
                     trace_id = %trace_id,
                 )
             })
@@ -197,13 +196,11 @@ impl CapsuleServer {
         };
         self.shared.metrics.operation(&op, started.elapsed());
         // Only the exporter can still see these: the request wrote its log records already.
-        if crate::telemetry::exported(&span) {
-            if let Some(version) = op.version {
-                span.record("mcp.protocol.version", version);
-            }
-            if let Some(error) = &op.error {
-                span.record("error.type", &**error);
-            }
+        if let Some(version) = op.version {
+            crate::telemetry::export_attribute(&span, "mcp.protocol.version", version);
+        }
+        if let Some(error) = &op.error {
+            crate::telemetry::export_attribute(&span, "error.type", error);
         }
         reply
     }

@@ -23,5 +23,5 @@ mod w3c;
 pub use fields::TextFields;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{Scrape, respond, serve};
-pub use spans::{TraceContext, exported};
+pub use spans::{TraceContext, export_attribute};
 pub use traces::{TraceSetupError, Traces};

@@ -134,9 +134,25 @@ impl TraceContext {
     }
 }
 
-/// Whether `span` goes to a span recorder (it is enabled, and traces are exported).
-pub fn exported(span: &tracing::Span) -> bool {
-    span.with_subscriber(|(_, dispatch)| dispatch.downcast_ref::<SpanRecorder>().is_some()).unwrap_or(false)
+/// Set the attribute `key` of `span` for the exporter alone, if traces are exported and the
+/// span is sampled: for what a request learns at its end, after its last log record. Given
+/// to the span recorder directly rather than recorded on the span, which the log layer would
+/// format too, for nothing.
+pub fn export_attribute(span: &tracing::Span, key: &'static str, value: &str) {
+    span.with_subscriber(|(id, dispatch)| {
+        let (Some(recorder), Some(registry)) =
+            (dispatch.downcast_ref::<SpanRecorder>(), dispatch.downcast_ref::<tracing_subscriber::Registry>())
+        else {
+            return;
+        };
+        let Some(span) = registry.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) {
+            let mut fields = Fields { span: &mut live.record, limit: recorder.limits.attributes, fresh: false };
+            let value = fields.keep(|text| text.push_str(value));
+            fields.set(key, value);
+        }
+    });
 }
 
 fn now() -> u64 {
@@ -259,9 +275,9 @@ impl Fields<'_> {
         Value::Spanned(start as u32, self.span.text.len() as u32)
     }
 
-    fn set(&mut self, field: &Field, value: Value) {
+    fn set(&mut self, name: &'static str, value: Value) {
         let span = &mut *self.span;
-        match field.name() {
+        match name {
             "otel.name" => {
                 span.name = match value {
                     Value::Str(_) | Value::Spanned(..) => value,
@@ -329,28 +345,28 @@ macro_rules! visit_values {
         fn record_str(&mut self, field: &Field, value: &str) {
             if field.name() != "trace_id" {
                 let value = self.keep(|text| text.push_str(value));
-                self.set(field, value);
+                self.set(field.name(), value);
             }
         }
         fn record_bool(&mut self, field: &Field, value: bool) {
-            self.set(field, Value::Bool(value));
+            self.set(field.name(), Value::Bool(value));
         }
         fn record_i64(&mut self, field: &Field, value: i64) {
-            self.set(field, Value::Int(value));
+            self.set(field.name(), Value::Int(value));
         }
         fn record_u64(&mut self, field: &Field, value: u64) {
             match i64::try_from(value) {
-                Ok(value) => self.set(field, Value::Int(value)),
+                Ok(value) => self.set(field.name(), Value::Int(value)),
                 Err(_) => {
                     let value = self.keep(|text| {
                         let _ = write!(text, "{value}");
                     });
-                    self.set(field, value)
+                    self.set(field.name(), value)
                 }
             }
         }
         fn record_f64(&mut self, field: &Field, value: f64) {
-            self.set(field, Value::Double(value));
+            self.set(field.name(), Value::Double(value));
         }
         fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
             // `trace_id` is for the logs (the span has its ids): not even formatted here.
@@ -358,7 +374,7 @@ macro_rules! visit_values {
                 let value = self.keep(|text| {
                     let _ = write!(text, "{value:?}");
                 });
-                self.set(field, value);
+                self.set(field.name(), value);
             }
         }
     };
@@ -382,8 +398,8 @@ impl EventFields {
         Value::Str(text.into())
     }
 
-    fn set(&mut self, field: &Field, value: Value) {
-        match (field.name(), value) {
+    fn set(&mut self, name: &'static str, value: Value) {
+        match (name, value) {
             ("message", Value::Str(text)) => self.event.name = text.into_owned(),
             (key, value) => {
                 let event = &mut self.event;
