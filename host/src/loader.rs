@@ -374,7 +374,7 @@ impl Loader {
                 "reload",
                 otel.name = "capsule.reload",
                 tenant = %self.account.tenant(),
-                trace_id = %trace_id
+                trace_id = trace_id
             )
         });
         let started = std::time::Instant::now();

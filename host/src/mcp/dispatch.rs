@@ -174,7 +174,7 @@ impl CapsuleServer {
                     mcp.session.id = origin.session.as_deref(),
                     network.transport = origin.transport.network(),
                     gen_ai.tool.name = tool,
-                    trace_id = %trace_id,
+                    trace_id = trace_id,
                 )
             })
         });

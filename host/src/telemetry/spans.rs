@@ -124,10 +124,13 @@ impl TraceContext {
 
     /// The span `start` makes (a root span, given the trace id as 32 hex digits for its
     /// `trace_id` field) as the root of this trace here.
-    pub fn root(self, start: impl FnOnce(fmt::Arguments<'_>) -> tracing::Span) -> tracing::Span {
-        let id = u128::from_be_bytes(self.trace_id);
+    pub fn root(self, start: impl FnOnce(&str) -> tracing::Span) -> tracing::Span {
+        // Text rather than a value to format: the log layer writes a string field as it is,
+        // where formatting a u128 in hex went through `Debug`, digit by digit.
+        let digits = w3c::trace_id_digits(&self.trace_id);
+        let trace_id = std::str::from_utf8(&digits).expect("hex digits are ASCII");
         STARTING.with(|starting| starting.set(Some(self)));
-        let span = start(format_args!("{id:032x}"));
+        let span = start(trace_id);
         // Taken by the span recorder when it recorded the span; cleared here when it did not.
         STARTING.with(Cell::take);
         span

@@ -55,6 +55,17 @@ fn hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// A trace id as `traceparent` writes it: 32 lowercase hex digits.
+pub fn trace_id_digits(id: &[u8; 16]) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0; 32];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(id) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    out
+}
+
 /// At most 32 `key=value` members, comma-separated (empty members and blanks around them
 /// allowed), keys of `a-z0-9_-*/@`, values of printable ASCII without `,` and `=`, and 512
 /// characters in all.
