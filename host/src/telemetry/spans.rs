@@ -346,6 +346,7 @@ fn set_attribute(
 macro_rules! visit_values {
     () => {
         fn record_str(&mut self, field: &Field, value: &str) {
+            // `trace_id` is for the logs (the span has its ids).
             if field.name() != "trace_id" {
                 let value = self.keep(|text| text.push_str(value));
                 self.set(field.name(), value);
@@ -372,13 +373,10 @@ macro_rules! visit_values {
             self.set(field.name(), Value::Double(value));
         }
         fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-            // `trace_id` is for the logs (the span has its ids): not even formatted here.
-            if field.name() != "trace_id" {
-                let value = self.keep(|text| {
-                    let _ = write!(text, "{value:?}");
-                });
-                self.set(field.name(), value);
-            }
+            let value = self.keep(|text| {
+                let _ = write!(text, "{value:?}");
+            });
+            self.set(field.name(), value);
         }
     };
 }

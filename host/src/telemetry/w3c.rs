@@ -1,6 +1,7 @@
 //! W3C Trace Context (Level 1): the `traceparent` and `tracestate` a client sends, in HTTP
-//! headers or in `params._meta`. Parsing only; a value that breaks the rules is ignored, as
-//! the recommendation says, and the request starts a trace of its own.
+//! headers or in `params._meta`, parsed (a value that breaks the rules is ignored, as the
+//! recommendation says, and the request starts a trace of its own); and a trace id written
+//! as `traceparent` writes it, for the logs.
 
 /// A client's span, as its `traceparent` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
