@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -44,19 +44,31 @@ impl wasmtime::ResourceLimiter for Limiter {
 
 /// The CPU time one call has used: the CPU time of the threads that polled its future, while
 /// they polled it, which is when its guest code and its host calls run. Waiting (on I/O, on
-/// the client, for a worker after a yield) is not counted, nor is time the OS gave other
-/// threads mid-poll; a host call that computes is, so a guest cannot hide its work in host
-/// calls (a loop of large `get-random-bytes`, say).
+/// the client, for a worker after a yield) is not counted; a host call that computes is, so a
+/// guest cannot hide its work in host calls (a loop of large `get-random-bytes`, say).
+///
+/// A thread's CPU clock is a system call (the vDSO cannot serve it; ~0.9 µs here, two a poll
+/// were a tenth of a fresh instance + call), so a poll is timed by the wall clock until the
+/// epoch clock first interrupts it, which only a poll a tick long sees, and by the thread's
+/// CPU clock from then on. Time the OS gave other threads is therefore not charged once a
+/// poll has run a tick; before that it could be, bounded by the poll's wall time.
 pub(crate) struct CpuMeter {
+    /// What wall times are measured from.
+    origin: Instant,
     /// The tenant account each poll is charged to as well (a caller's call).
     account: Option<Arc<Account>>,
     /// Whether the account's CPU quota ran out during this call.
     over_quota: AtomicBool,
     /// Nanoseconds of completed polls.
     used: AtomicU64,
-    /// The polling thread's CPU clock when the poll in progress started (plus one); zero when
-    /// idle.
+    /// When the poll in progress started, in wall-clock nanoseconds since `origin` (plus one);
+    /// zero when idle.
     polling_since: AtomicU64,
+    /// The polling thread's CPU clock when the poll in progress was first interrupted (plus
+    /// one); zero until then.
+    anchor_cpu: AtomicU64,
+    /// What the poll in progress had used by then: its wall time so far.
+    anchor_used: AtomicU64,
 }
 
 /// This thread's CPU time, in nanoseconds.
@@ -68,10 +80,13 @@ pub(crate) fn thread_cpu() -> u64 {
 impl CpuMeter {
     pub fn new(account: Option<Arc<Account>>) -> Arc<Self> {
         Arc::new(CpuMeter {
+            origin: Instant::now(),
             account,
             over_quota: AtomicBool::new(false),
             used: AtomicU64::new(0),
             polling_since: AtomicU64::new(0),
+            anchor_cpu: AtomicU64::new(0),
+            anchor_used: AtomicU64::new(0),
         })
     }
 
@@ -81,13 +96,33 @@ impl CpuMeter {
     }
 
     /// CPU time used so far. During a poll, only the polling thread (the epoch callback)
-    /// sees the poll in progress counted.
+    /// sees the poll in progress counted, and its first look starts the poll's CPU clock.
     pub fn used(&self) -> Duration {
         let running = match self.polling_since.load(Ordering::Relaxed) {
             0 => 0,
-            since => thread_cpu().saturating_sub(since - 1),
+            since => self.poll_used(since - 1, true),
         };
         Duration::from_nanos(self.used.load(Ordering::Relaxed).saturating_add(running))
+    }
+
+    fn wall(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// What the poll in progress, started at `since`, has used: its wall time until the CPU
+    /// clock is anchored (by an interrupt, when `anchor` is set), the thread's CPU time after.
+    fn poll_used(&self, since: u64, anchor: bool) -> u64 {
+        match self.anchor_cpu.load(Ordering::Relaxed) {
+            0 => {
+                let wall = self.wall().saturating_sub(since);
+                if anchor {
+                    self.anchor_used.store(wall, Ordering::Relaxed);
+                    self.anchor_cpu.store(thread_cpu() + 1, Ordering::Relaxed);
+                }
+                wall
+            }
+            cpu => self.anchor_used.load(Ordering::Relaxed) + thread_cpu().saturating_sub(cpu - 1),
+        }
     }
 
     /// `future`, with the time spent polling it charged to this meter, and each poll shown
@@ -112,18 +147,74 @@ impl<F: Future> Future for Metered<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let start = thread_cpu();
-        this.meter.polling_since.store(start + 1, Ordering::Relaxed);
+        let meter = &**this.meter;
+        let start = meter.wall();
+        meter.polling_since.store(start + 1, Ordering::Relaxed);
         let future = this.future;
         let result = this.runs.run(|| future.poll(cx));
-        this.meter.polling_since.store(0, Ordering::Relaxed);
-        let spent = thread_cpu().saturating_sub(start);
-        this.meter.used.fetch_add(spent, Ordering::Relaxed);
-        if let Some(account) = &this.meter.account
+        let spent = meter.poll_used(start, false);
+        meter.polling_since.store(0, Ordering::Relaxed);
+        meter.anchor_cpu.store(0, Ordering::Relaxed);
+        meter.used.fetch_add(spent, Ordering::Relaxed);
+        if let Some(account) = &meter.account
             && !account.charge(Duration::from_nanos(spent))
         {
-            this.meter.over_quota.store(true, Ordering::Relaxed);
+            meter.over_quota.store(true, Ordering::Relaxed);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::clock::EpochClock;
+
+    /// A meter and the runs its polls are shown to the epoch clock as.
+    fn meter() -> (Arc<CpuMeter>, Runs, EpochClock) {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = wasmtime::Engine::new(&config).expect("an engine");
+        let clock = EpochClock::start(&engine, Duration::from_secs(60), Duration::from_secs(60)).expect("the clock");
+        (CpuMeter::new(None), clock.runs(), clock)
+    }
+
+    /// One poll of a future that runs `during` (with the meter, as the epoch callback would).
+    fn poll_once(meter: &Arc<CpuMeter>, runs: Runs, during: impl FnOnce(&CpuMeter)) {
+        let inner = meter.clone();
+        let mut during = Some(during);
+        let future = meter.meter(
+            runs,
+            std::future::poll_fn(move |_| {
+                (during.take().expect("polled once"))(&inner);
+                Poll::Ready(())
+            }),
+        );
+        let mut future = std::pin::pin!(future);
+        assert!(future.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop())).is_ready());
+    }
+
+    #[test]
+    fn a_poll_is_charged_its_wall_time_until_it_is_interrupted() {
+        let (meter, runs, _clock) = meter();
+        // Not interrupted: the wall clock times the whole poll, sleep included.
+        poll_once(&meter, runs.clone(), |_| std::thread::sleep(Duration::from_millis(20)));
+        let before = meter.used();
+        assert!(before >= Duration::from_millis(20), "a 20 ms poll was charged {before:?}");
+        // Interrupted at once: from then on only the thread's CPU time counts, so a sleep costs
+        // nothing, and computing does.
+        poll_once(&meter, runs, |meter| {
+            meter.used();
+            std::thread::sleep(Duration::from_millis(50));
+            let start = thread_cpu();
+            while thread_cpu() - start < 5_000_000 {
+                std::hint::spin_loop();
+            }
+        });
+        let charged = meter.used() - before;
+        assert!(
+            charged >= Duration::from_millis(5) && charged < Duration::from_millis(40),
+            "a poll that slept 50 ms and computed 5 ms after its interrupt was charged {charged:?}"
+        );
     }
 }
