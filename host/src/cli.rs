@@ -612,8 +612,12 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
             max_line_bytes: args.max_line_bytes,
             traffic: tenant.shared.metrics().traffic(&tenant.id, "pipe"),
         };
+        // On the worker, not on this thread (the runtime's `block_on`): the worker drives the
+        // reactor and runs the requests' tasks, so a line read there is served without
+        // waking another thread.
+        let served = tokio::spawn(crate::transport::stdio::serve(tenant.shared.clone(), options));
         return tokio::select! {
-            served = crate::transport::stdio::serve(tenant.shared.clone(), options) => served,
+            served = served => served.context("the stdio transport failed")?,
             failed = loaded => Err(failed),
         };
     }

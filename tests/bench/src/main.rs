@@ -78,6 +78,9 @@ enum Serve {
     /// Only the fresh instance + `add` call cost, for working on it.
     #[command(hide = true)]
     Instance,
+    /// Only the stdio section, for working on it.
+    #[command(hide = true)]
+    Stdio,
     /// The OTLP sink the watching section exports to.
     #[command(hide = true)]
     Sink,
@@ -147,6 +150,22 @@ fn main() -> ExitCode {
             println!("{}", stat_line("fresh instance + add call + drop", "µs", us));
             Ok(true)
         }),
+        Some(Serve::Stdio) => run(async move {
+            let (reps, duration) = (args.reps.max(3), Duration::from_secs_f64(args.seconds.unwrap_or(5.0)));
+            let stdio_rows = stdio_section(reps, duration).await?;
+            println!("{}", report::HEADER);
+            for (in_flight, rows) in &stdio_rows {
+                for row in rows {
+                    println!("{}", row.line());
+                }
+                println!(
+                    "stdio, {in_flight:<2} in flight: capsule/native legacy {:.2}, stateless {:.2}",
+                    ratio(&rows[0], &rows[2]),
+                    ratio(&rows[1], &rows[3])
+                );
+            }
+            Ok(stdio_rows.iter().flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>() == 0)
+        }),
         Some(Serve::Languages) => run(async move {
             let calls = if args.quick { 50 } else { 300 };
             let call_p50 = languages::section(&args.plugins, args.reps.max(3), calls).await?;
@@ -168,6 +187,34 @@ fn run(work: impl std::future::Future<Output = anyhow::Result<bool>>) -> ExitCod
             ExitCode::FAILURE
         }
     }
+}
+
+/// stdio: one call at a time, and 64 in flight; per count of calls in flight, Capsule's rows
+/// (legacy, stateless), then native rmcp's.
+async fn stdio_section(reps: usize, duration: Duration) -> anyhow::Result<Vec<(usize, Vec<Row>)>> {
+    let exe = std::env::current_exe()?.display().to_string();
+    let capsule_stdio = vec![exe.clone(), "capsule".into(), "serve".into(), "--stdio".into()];
+    let native_stdio = vec![exe.clone(), "native".into()];
+    let stdio_configs = [
+        ("capsule stdio", &capsule_stdio, Mode::Legacy),
+        ("capsule stdio, stateless 2026-07-28", &capsule_stdio, Mode::Stateless),
+        ("native rmcp stdio", &native_stdio, Mode::Legacy),
+        ("native rmcp stdio, stateless 2026-07-28", &native_stdio, Mode::Stateless),
+    ];
+    let mut stdio_rows: Vec<(usize, Vec<Row>)> = Vec::new();
+    for in_flight in [1, 64] {
+        let mut rows: Vec<Row> = stdio_configs
+            .iter()
+            .map(|(name, _, _)| Row { name: format!("{name}, {in_flight} in flight"), samples: Vec::new() })
+            .collect();
+        for _ in 0..reps {
+            for (row, (_, command, mode)) in rows.iter_mut().zip(&stdio_configs) {
+                row.samples.push(load::stdio(command, *mode, in_flight, duration).await?);
+            }
+        }
+        stdio_rows.push((in_flight, rows));
+    }
+    Ok(stdio_rows)
 }
 
 /// A server child process, killed on drop.
@@ -298,29 +345,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     }
     println!("\nstalls = calls slower than 30 ms (a Nagle/delayed-ACK stall shows up here, not in the averages)\n");
 
-    // stdio: one call at a time, and 64 in flight.
-    let exe = std::env::current_exe()?.display().to_string();
-    let capsule_stdio = vec![exe.clone(), "capsule".into(), "serve".into(), "--stdio".into()];
-    let native_stdio = vec![exe.clone(), "native".into()];
-    let stdio_configs = [
-        ("capsule stdio", &capsule_stdio, Mode::Legacy),
-        ("capsule stdio, stateless 2026-07-28", &capsule_stdio, Mode::Stateless),
-        ("native rmcp stdio", &native_stdio, Mode::Legacy),
-        ("native rmcp stdio, stateless 2026-07-28", &native_stdio, Mode::Stateless),
-    ];
-    let mut stdio_rows: Vec<(usize, Vec<Row>)> = Vec::new();
-    for in_flight in [1, 64] {
-        let mut rows: Vec<Row> = stdio_configs
-            .iter()
-            .map(|(name, _, _)| Row { name: format!("{name}, {in_flight} in flight"), samples: Vec::new() })
-            .collect();
-        for _ in 0..reps {
-            for (row, (_, command, mode)) in rows.iter_mut().zip(&stdio_configs) {
-                row.samples.push(load::stdio(command, *mode, in_flight, duration).await?);
-            }
-        }
-        stdio_rows.push((in_flight, rows));
-    }
+    let stdio_rows = stdio_section(reps, duration).await?;
     println!("## tools/call `add` over stdio\n");
     println!("{}", report::HEADER);
     for (_, rows) in &stdio_rows {
