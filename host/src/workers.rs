@@ -9,7 +9,7 @@
 //! worker: its requests, the plugin calls they start and the tasks they spawn run there,
 //! with no hand-off. New connections go to the worker with the fewest open ones. The first
 //! worker is the runtime `serve` itself runs on, so it also carries the background work
-//! (loaders, watchers, session expiry); stdio has one connection and stays there.
+//! (loaders, watchers, session expiry); stdio's one connection is served there too.
 //!
 //! A long plugin call still leaves its worker (`runtime::offload`): each runtime is a
 //! multi-threaded one with a single worker thread, so `block_in_place` can hand that worker's
