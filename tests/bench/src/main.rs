@@ -158,10 +158,9 @@ fn main() -> ExitCode {
                 for row in rows {
                     println!("{}", row.line());
                 }
+                let (legacy, stateless) = stdio_ratios(rows);
                 println!(
-                    "stdio, {in_flight:<2} in flight: capsule/native legacy {:.2}, stateless {:.2}",
-                    ratio(&rows[0], &rows[2]),
-                    ratio(&rows[1], &rows[3])
+                    "stdio, {in_flight:<2} in flight: capsule/native legacy {legacy:.2}, stateless {stateless:.2}"
                 );
             }
             Ok(stdio_rows.iter().flat_map(|(_, rows)| rows).map(Row::errors).sum::<u64>() == 0)
@@ -215,6 +214,12 @@ async fn stdio_section(reps: usize, duration: Duration) -> anyhow::Result<Vec<(u
         stdio_rows.push((in_flight, rows));
     }
     Ok(stdio_rows)
+}
+
+/// Capsule/native median throughput of one count of [`stdio_section`]'s rows: legacy,
+/// stateless.
+fn stdio_ratios(rows: &[Row]) -> (f64, f64) {
+    (ratio(&rows[0], &rows[2]), ratio(&rows[1], &rows[3]))
 }
 
 /// A server child process, killed on drop.
@@ -479,7 +484,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     }
     let mut stdio_ratios = Vec::new();
     for (in_flight, rows) in &stdio_rows {
-        let (legacy, stateless) = (ratio(&rows[0], &rows[2]), ratio(&rows[1], &rows[3]));
+        let (legacy, stateless) = self::stdio_ratios(rows);
         stdio_ratios.extend([legacy, stateless]);
         println!("stdio, {in_flight:<2} in flight: capsule/native legacy {legacy:.2}, stateless {stateless:.2}");
     }
