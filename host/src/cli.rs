@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::layer::Filter;
 
 use crate::idle_poll::IdlePoll;
 use crate::loader::Sources;
@@ -325,42 +324,19 @@ struct HttpArgs {
 /// Logs to stderr as `format` says, filtered by `CAPSULE_LOG`; with `traces`, Capsule's spans
 /// (debug level and up, whatever the log filter) and its info events go to OTLP as well.
 fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter = log_filter(std::env::var("CAPSULE_LOG").ok());
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let logs = match format {
-        LogFormat::Text => logs
-            .fmt_fields(crate::telemetry::TextFields)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .boxed(),
-        // Spans' fields ride along in each record, so a shipper can group a request's lines.
-        LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).flatten_event(true).boxed(),
+    use crate::telemetry::{LogFilter, LogStyle};
+    use tracing_log::AsLog;
+    let style = match format {
+        LogFormat::Text => LogStyle::Text { ansi: std::io::IsTerminal::is_terminal(&std::io::stderr()) },
+        LogFormat::Json => LogStyle::Json,
     };
-    let exported = traces.map(|traces| {
-        let capsule = |meta: &tracing::Metadata<'_>| meta.target().starts_with("capsule");
-        let wanted = tracing_subscriber::filter::filter_fn(move |meta| {
-            capsule(meta) && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
-        });
-        // The hint keeps `log` records of the dependencies below debug from being built
-        // and converted at all (a filter without one would let every `log::trace!` through).
-        traces.layer().with_filter(wanted.with_max_level_hint(tracing::Level::DEBUG))
-    });
-    tracing_subscriber::registry().with(logs.with_filter(filter)).with(exported).init();
-}
-
-/// The log filter `CAPSULE_LOG` describes (`info` when unset, empty or invalid).
-fn log_filter(directives: Option<String>) -> Box<dyn Filter<tracing_subscriber::Registry> + Send + Sync> {
-    use tracing_subscriber::filter::{EnvFilter, Targets};
-    let directives = directives.filter(|d| !d.trim().is_empty()).unwrap_or_else(|| "info".to_owned());
-    // Directives by target and level (what `CAPSULE_LOG` nearly always holds) decide from a
-    // record's metadata alone. `EnvFilter`, needed only for span and field directives
-    // (`[request]=debug`), also tracks every span it might match, taking a lock every worker
-    // shares at each span's entry and exit.
-    match directives.parse::<Targets>() {
-        Ok(targets) => Box::new(targets),
-        Err(_) => Box::new(EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"))),
+    let filter = LogFilter::new(std::env::var("CAPSULE_LOG").ok());
+    let recorder = traces.map(crate::telemetry::Traces::recorder);
+    let dispatch = crate::telemetry::dispatch(filter, style, recorder, crate::telemetry::stderr());
+    if tracing::dispatcher::set_global_default(dispatch).is_ok() {
+        // The dependencies' `log` records become events, up to the level anything wants.
+        let level = tracing::level_filters::LevelFilter::current().as_log();
+        let _ = tracing_log::LogTracer::builder().with_max_level(level).init();
     }
 }
 
@@ -665,49 +641,4 @@ fn plugin_new(args: NewArgs) -> Result<ExitCode> {
         dir.join("README.md").display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::filter::LevelFilter;
-    use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
-
-    struct Count(Arc<AtomicUsize>);
-
-    impl<S: tracing::Subscriber> Layer<S> for Count {
-        fn on_event(&self, _: &tracing::Event<'_>, _: Context<'_, S>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// How many of four records `CAPSULE_LOG=directives` lets through.
-    fn passed(directives: Option<&str>) -> usize {
-        let count = Arc::new(AtomicUsize::new(0));
-        let filter = super::log_filter(directives.map(str::to_owned));
-        let subscriber = tracing_subscriber::registry().with(Count(count.clone()).with_filter(filter));
-        tracing::subscriber::with_default(subscriber, || {
-            tracing::info!(target: "capsule::mcp", "one");
-            tracing::debug!(target: "capsule::mcp", "two");
-            tracing::debug!(target: "hyper::proto", "three");
-            tracing::info_span!("request").in_scope(|| tracing::debug!(target: "other", "four"));
-        });
-        count.load(Ordering::Relaxed)
-    }
-
-    #[test]
-    fn the_log_filter_is_what_capsule_log_says() {
-        assert_eq!(passed(None), 1);
-        assert_eq!(passed(Some(" ")), 1);
-        assert_eq!(passed(Some("capsule=debug")), 2);
-        assert_eq!(passed(Some("debug,capsule::mcp=off")), 2);
-        // Span and field directives take the filter that tracks spans; what cannot be read
-        // leaves the default.
-        let hint = |directives: &str| super::log_filter(Some(directives.to_owned())).max_level_hint();
-        assert_eq!(hint("info,[request]=debug"), Some(LevelFilter::DEBUG));
-        assert_eq!(hint("capsule=loud"), Some(LevelFilter::INFO));
-    }
 }

@@ -38,8 +38,8 @@
 //! exactly what `serve` would do, and `capsule plugin new` makes a project in any SDK's
 //! language.
 //!
-//! [`telemetry`] is a leaf every layer records into (metrics, and the spans exported over
-//! OTLP); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
+//! [`telemetry`] is a leaf every layer records into (metrics, the spans exported over OTLP,
+//! and the log, through Capsule's own `tracing` subscriber); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
 //! [`workers`] are the async runtimes `serve` runs on, one thread each, with every HTTP
 //! connection served by one of them so that no request is handed between threads;
 //! [`idle_poll`] tunes them: a worker that has just served something polls briefly for more

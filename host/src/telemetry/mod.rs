@@ -1,10 +1,11 @@
 //! What operators see of the server: metrics in the Prometheus text format, served on the
-//! admin listener and on `--metrics HOST:PORT`; traces exported over OTLP.
+//! admin listener and on `--metrics HOST:PORT`; traces exported over OTLP; logs.
 //!
-//! Traces are recorded by Capsule's own `tracing` layer (`spans`), encoded straight into OTLP
-//! protobuf (`otlp`) as each span ends, and posted in batches by one thread (`export`); the
-//! client's W3C trace context is parsed in `w3c`, and `traces` reads the standard
-//! `OTEL_*` variables and ties them together. Text logs write fields through `fields`.
+//! Capsule's own `tracing` subscriber (`subscriber`) writes the log (`logs` lays out each
+//! line; `fields` writes text fields) and records Capsule's spans (`spans`), which are
+//! encoded straight into OTLP protobuf (`otlp`) as each span ends and posted in batches by
+//! one thread (`export`); the client's W3C trace context is parsed in `w3c`, and `traces`
+//! reads the standard `OTEL_*` variables and ties them together.
 //!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through
@@ -13,15 +14,19 @@
 mod export;
 mod fields;
 mod labels;
+mod logs;
 mod metrics;
 mod otlp;
 mod serve;
 mod spans;
+mod subscriber;
 mod traces;
 mod w3c;
 
 pub use fields::TextFields;
+pub use logs::LogStyle;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{Scrape, respond, serve};
-pub use spans::{TraceContext, export_attribute};
+pub use spans::{SpanRecorder, TraceContext, export_attribute};
+pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch, stderr};
 pub use traces::{TraceSetupError, Traces};

@@ -32,6 +32,19 @@ pub struct SpanRecord {
     pub status: Status,
 }
 
+impl SpanRecord {
+    /// Empty again, keeping the buffers' room for the next span recorded here.
+    pub fn reset(&mut self) {
+        let mut text = std::mem::take(&mut self.text);
+        let mut attributes = std::mem::take(&mut self.attributes);
+        let mut events = std::mem::take(&mut self.events);
+        text.clear();
+        attributes.clear();
+        events.clear();
+        *self = SpanRecord { text, attributes, events, ..SpanRecord::default() };
+    }
+}
+
 /// The span kinds of `Span.SpanKind`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SpanKind {

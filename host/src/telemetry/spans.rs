@@ -1,7 +1,8 @@
-//! The `tracing` layer that records Capsule's spans for OTLP: ids and parents, the fields the
-//! spans name (the `otel.*` ones set name, kind and status), the log records written inside
-//! them as events, and start and end times. A sampled span is encoded once, when it closes,
-//! into the export queue; an unsampled one keeps only its ids.
+//! The recorder of Capsule's spans for OTLP: ids and parents, the fields the spans name (the
+//! `otel.*` ones set name, kind and status), the log records written inside them as events,
+//! and start and end times. A sampled span is encoded once, when it closes, into the export
+//! queue; an unsampled one keeps only its ids. Capsule's subscriber drives it, or, under a
+//! log filter that needs `tracing-subscriber`'s registry, it is a layer there.
 //!
 //! Capsule records its spans itself rather than through tracing-opentelemetry and the
 //! OpenTelemetry SDK: those build a span model per span, convert it again for export, and
@@ -79,7 +80,9 @@ pub struct SpanLimits {
     pub events: usize,
 }
 
-/// The layer: records the spans its filter lets through and queues the sampled ones.
+/// Records Capsule's spans and queues the sampled ones: the span-recording half of the
+/// [`Telemetry`](super::subscriber::Telemetry) subscriber, and a `tracing-subscriber` layer
+/// where the log filter needs its registry (span and field directives).
 pub struct SpanRecorder {
     queue: Arc<Queue>,
     sampler: Sampler,
@@ -90,12 +93,121 @@ impl SpanRecorder {
     pub fn new(queue: Arc<Queue>, sampler: Sampler, limits: SpanLimits) -> SpanRecorder {
         SpanRecorder { queue, sampler, limits }
     }
+
+    /// Whether a span or event is recorded: Capsule's own spans, and its events at info and
+    /// above (debug events would be most of the bytes and tell an operator little).
+    pub fn wants(metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target().starts_with("capsule") && (metadata.is_span() || *metadata.level() <= Level::INFO)
+    }
+
+    /// Fill `live` (empty, perhaps with room from an earlier span) with what a span starting
+    /// with `attrs` keeps while it is open, under the nearest recorded span `parent` (its
+    /// trace id, span id and sampled flag); a root span takes the trace
+    /// [`TraceContext::root`] is starting, or a new one.
+    pub(super) fn open(&self, live: &mut Live, attrs: &Attributes<'_>, parent: Option<([u8; 16], [u8; 8], bool)>) {
+        let record = &mut live.record;
+        let sampled = match parent {
+            Some((trace_id, parent_id, sampled)) => {
+                (record.trace_id, record.parent_id) = (trace_id, parent_id);
+                sampled
+            }
+            None => {
+                let context = STARTING.with(Cell::take).unwrap_or_else(|| TraceContext::new(None));
+                record.trace_id = context.trace_id;
+                let sampled = self.sampler.samples(&context.trace_id, context.parent.as_ref());
+                if let Some(parent) = context.parent {
+                    record.parent_id = parent.span_id;
+                    record.remote_parent = true;
+                    record.trace_state = parent.state;
+                }
+                sampled
+            }
+        };
+        // An unsampled span keeps only its trace id, for its children.
+        if sampled {
+            record.span_id = rand::random::<u64>().max(1).to_be_bytes();
+            record.name = Value::Str(Cow::Borrowed(attrs.metadata().name()));
+            record.start = now();
+            record.attributes.reserve(attrs.metadata().fields().len());
+            record.text.reserve(128);
+            attrs.record(&mut Fields { span: record, limit: self.limits.attributes, fresh: true });
+        }
+        live.sampled = sampled;
+    }
+
+    /// Fields recorded on an open span.
+    pub(super) fn record(&self, live: &mut Live, values: &Record<'_>) {
+        if live.sampled {
+            values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false });
+        }
+    }
+
+    /// Set one attribute for the exporter alone (see [`export_attribute`]).
+    pub(super) fn set(&self, live: &mut Live, key: &'static str, value: &str) {
+        if live.sampled {
+            let mut fields = Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false };
+            let value = fields.keep(|text| text.push_str(value));
+            fields.set(key, value);
+        }
+    }
+
+    /// A record written inside a span, kept as one of its events.
+    pub(super) fn event(&self, live: &mut Live, event: &Event<'_>) {
+        if !live.sampled {
+            return;
+        }
+        if live.record.events.len() >= self.limits.events {
+            live.record.dropped_events += 1;
+            return;
+        }
+        let metadata = event.metadata();
+        let mut fields = EventFields {
+            event: otlp::Event {
+                time: now(),
+                name: String::new(),
+                attributes: vec![
+                    Attribute { key: "level".into(), value: Value::Str(metadata.level().as_str().into()) },
+                    Attribute { key: "target".into(), value: Value::Str(metadata.target().into()) },
+                ],
+                dropped_attributes: 0,
+            },
+            limit: self.limits.attributes,
+        };
+        event.record(&mut fields);
+        if *metadata.level() == Level::ERROR && live.record.status == Status::Unset {
+            live.record.status = Status::Error(fields.event.name.clone());
+        }
+        live.record.events.push(fields.event);
+    }
+
+    /// The span has ended: a sampled one is encoded into the export queue.
+    pub(super) fn close(&self, live: &mut Live) {
+        if live.sampled {
+            live.record.end = now();
+            self.queue.push(&live.record);
+        }
+    }
 }
 
 /// What the layer keeps in a span's extensions while it is open.
-struct Live {
+#[derive(Default)]
+pub(super) struct Live {
     record: SpanRecord,
     sampled: bool,
+}
+
+impl Live {
+    /// Empty again, keeping its buffers' room.
+    pub(super) fn reset(&mut self) {
+        self.record.reset();
+        self.sampled = false;
+    }
+
+    /// What a child span takes from this one: the trace id, this span's id and whether the
+    /// trace is sampled.
+    pub(super) fn as_parent(&self) -> ([u8; 16], [u8; 8], bool) {
+        (self.record.trace_id, self.record.span_id, self.sampled)
+    }
 }
 
 /// The trace a root span belongs to: the client's, when its W3C trace context is valid, else
@@ -143,17 +255,17 @@ impl TraceContext {
 /// format too, for nothing.
 pub fn export_attribute(span: &tracing::Span, key: &'static str, value: &str) {
     span.with_subscriber(|(id, dispatch)| {
+        if let Some(telemetry) = dispatch.downcast_ref::<super::subscriber::Telemetry>() {
+            return telemetry.export_attribute(id, key, value);
+        }
         let (Some(recorder), Some(registry)) =
             (dispatch.downcast_ref::<SpanRecorder>(), dispatch.downcast_ref::<tracing_subscriber::Registry>())
         else {
             return;
         };
         let Some(span) = registry.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) {
-            let mut fields = Fields { span: &mut live.record, limit: recorder.limits.attributes, fresh: false };
-            let value = fields.keep(|text| text.push_str(value));
-            fields.set(key, value);
+        if let Some(live) = span.extensions_mut().get_mut::<Live>() {
+            recorder.set(live, key, value);
         }
     });
 }
@@ -167,6 +279,8 @@ fn trace_id() -> [u8; 16] {
     rand::random::<u128>().max(1).to_be_bytes()
 }
 
+/// The recorder as a layer over `tracing-subscriber`'s registry, for a log filter that needs
+/// the registry (see `cli::init_logs`).
 impl<S> Layer<S> for SpanRecorder
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -178,84 +292,30 @@ where
             None if attrs.is_contextual() => ctx.lookup_current(),
             None => None,
         };
-        let inherited = parent.and_then(|parent| {
-            let extensions = parent.extensions();
-            let live = extensions.get::<Live>()?;
-            Some((live.record.trace_id, live.record.span_id, live.sampled))
-        });
-        let mut record = SpanRecord::default();
-        let sampled = match inherited {
-            Some((trace_id, parent_id, sampled)) => {
-                (record.trace_id, record.parent_id) = (trace_id, parent_id);
-                sampled
-            }
-            None => {
-                let context = STARTING.with(Cell::take).unwrap_or_else(|| TraceContext::new(None));
-                record.trace_id = context.trace_id;
-                let sampled = self.sampler.samples(&context.trace_id, context.parent.as_ref());
-                if let Some(parent) = context.parent {
-                    record.parent_id = parent.span_id;
-                    record.remote_parent = true;
-                    record.trace_state = parent.state;
-                }
-                sampled
-            }
-        };
-        // An unsampled span keeps only its trace id, for its children.
-        if sampled {
-            record.span_id = rand::random::<u64>().max(1).to_be_bytes();
-            record.name = Value::Str(Cow::Borrowed(attrs.metadata().name()));
-            record.start = now();
-            record.attributes = Vec::with_capacity(attrs.metadata().fields().len());
-            record.text = String::with_capacity(128);
-            attrs.record(&mut Fields { span: &mut record, limit: self.limits.attributes, fresh: true });
-        }
-        let live = Live { record, sampled };
+        let inherited = parent.and_then(|parent| Some(parent.extensions().get::<Live>()?.as_parent()));
+        let mut live = Live::default();
+        self.open(&mut live, attrs, inherited);
         span.extensions_mut().insert(live);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        if let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) {
-            values.record(&mut Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false });
+        if let Some(live) = span.extensions_mut().get_mut::<Live>() {
+            self.record(live, values);
         }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.event_span(event) else { return };
-        let mut extensions = span.extensions_mut();
-        let Some(live) = extensions.get_mut::<Live>().filter(|live| live.sampled) else { return };
-        if live.record.events.len() >= self.limits.events {
-            live.record.dropped_events += 1;
-            return;
+        if let Some(live) = span.extensions_mut().get_mut::<Live>() {
+            self.event(live, event);
         }
-        let metadata = event.metadata();
-        let mut fields = EventFields {
-            event: otlp::Event {
-                time: now(),
-                name: String::new(),
-                attributes: vec![
-                    Attribute { key: "level".into(), value: Value::Str(metadata.level().as_str().into()) },
-                    Attribute { key: "target".into(), value: Value::Str(metadata.target().into()) },
-                ],
-                dropped_attributes: 0,
-            },
-            limit: self.limits.attributes,
-        };
-        event.record(&mut fields);
-        if *metadata.level() == Level::ERROR && live.record.status == Status::Unset {
-            live.record.status = Status::Error(fields.event.name.clone());
-        }
-        live.record.events.push(fields.event);
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let Some(mut live) = span.extensions_mut().remove::<Live>() else { return };
-        if live.sampled {
-            live.record.end = now();
-            self.queue.push(&live.record);
+        if let Some(mut live) = span.extensions_mut().remove::<Live>() {
+            self.close(&mut live);
         }
     }
 }

@@ -14,8 +14,6 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use thiserror::Error;
-use tracing_subscriber::Layer;
-use tracing_subscriber::registry::LookupSpan;
 
 use super::export::{self, Batching, Destination, Queue};
 use super::otlp::{Attribute, Value};
@@ -85,11 +83,8 @@ impl Traces {
         Ok(Traces { queue, exporter: Some(exporter), sampler: config.sampler, limits: config.limits })
     }
 
-    /// The layer that records spans into the export queue.
-    pub fn layer<S>(&self) -> impl Layer<S> + use<S>
-    where
-        S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-    {
+    /// A recorder of spans into the export queue.
+    pub fn recorder(&self) -> SpanRecorder {
         SpanRecorder::new(self.queue.clone(), self.sampler, self.limits)
     }
 }
