@@ -32,8 +32,13 @@ pub struct SpanRecord {
     pub status: Status,
 }
 
+/// The room a reused record keeps: a typical span's text and fields fit well within it.
+pub const KEPT_TEXT: usize = 1 << 10;
+const KEPT_ITEMS: usize = 32;
+
 impl SpanRecord {
-    /// Empty again, keeping the buffers' room for the next span recorded here.
+    /// Empty again, keeping the buffers' room for the next span recorded here, unless a
+    /// span with unusually much made them large (a slot would hold that memory for good).
     pub fn reset(&mut self) {
         let mut text = std::mem::take(&mut self.text);
         let mut attributes = std::mem::take(&mut self.attributes);
@@ -41,6 +46,9 @@ impl SpanRecord {
         text.clear();
         attributes.clear();
         events.clear();
+        text.shrink_to(KEPT_TEXT);
+        attributes.shrink_to(KEPT_ITEMS);
+        events.shrink_to(KEPT_ITEMS);
         *self = SpanRecord { text, attributes, events, ..SpanRecord::default() };
     }
 }

@@ -148,6 +148,7 @@ impl Clear for Slot {
         *self.refs.get_mut() = 0;
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         state.fields.clear();
+        state.fields.shrink_to(super::otlp::KEPT_TEXT);
         state.logged = false;
         if state.recorded {
             state.live.reset();
@@ -247,7 +248,8 @@ impl Telemetry {
     /// Give the open span `id` an attribute for the exporter alone (see
     /// [`export_attribute`](super::export_attribute)).
     pub fn export_attribute(&self, id: &Id, key_: &'static str, value: &str) {
-        let (Some(recorder), Some(slot)) = (&self.recorder, self.spans.get(key(id))) else { return };
+        let Some(recorder) = &self.recorder else { return };
+        let Some(slot) = self.spans.get(key(id)) else { return };
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.recorded {
             recorder.set(&mut state.live, key_, value);
@@ -490,6 +492,29 @@ mod tests {
                 .target("wasmtime::engine")
                 .build(),
         );
+    }
+
+    /// A value whose formatting writes a record of its own.
+    struct Loud;
+
+    impl std::fmt::Debug for Loud {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            tracing::info!(target: "capsule::mcp", "written while formatting");
+            f.write_str("loud")
+        }
+    }
+
+    /// Under a scoped dispatcher (as here) `tracing` itself drops a record written from
+    /// inside a subscriber's call; under the global one (a server's) it reaches the
+    /// subscriber, which then must not take the span's lock again.
+    #[test]
+    fn a_record_written_while_a_field_is_formatted_does_not_deadlock() {
+        let written = lines(LogFilter::new(Some("info".into())), LogStyle::Text { ansi: false }, || {
+            let span = tracing::info_span!("request", first = ?Loud, later = tracing::field::Empty);
+            span.record("later", tracing::field::debug(Loud));
+            span.in_scope(|| tracing::info!(target: "capsule::mcp", value = ?Loud, "outer"));
+        });
+        assert!(written.last().unwrap().ends_with(r#"request{first=loud later=loud}: capsule::mcp: outer value=loud"#));
     }
 
     fn without_time(line: &str) -> &str {
