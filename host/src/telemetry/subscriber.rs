@@ -7,7 +7,8 @@
 //! decided from its metadata alone, so every callsite's interest is fixed once. A request
 //! span costs the registry's slab insert, the per-layer filters' bookkeeping on every enter,
 //! exit and close, and a type-keyed extension map for each layer; here it is one slot, one
-//! lock a change, and nothing on entering it but a push (BENCHMARKS "Watching").
+//! lock a change, and a push and a count on entering it (BENCHMARKS "One subscriber for
+//! logs and spans").
 //!
 //! The log filter here is by target and level (`tracing-subscriber`'s `Targets`). Span and
 //! field directives need the registry's span tracking, so [`dispatch`] builds that stack for
@@ -303,7 +304,9 @@ impl Subscriber for Telemetry {
         let parent = self.parent_of(attrs.parent(), attrs.is_contextual()).filter(|id| {
             let Some(slot) = self.spans.get(key(id)) else { return false };
             slot.refs.fetch_add(1, Ordering::Relaxed);
-            if recorder.is_some() {
+            // A span started while this thread holds a span's lock (in a field's `Debug`)
+            // must not take one: it starts a trace of its own.
+            if recorder.is_some() && !BUSY.with(Cell::get) {
                 let state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
                 let live = state.recorded.then(|| state.live.as_parent());
                 drop(state);
