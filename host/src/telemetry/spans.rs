@@ -189,7 +189,8 @@ impl SpanRecorder {
     }
 }
 
-/// What the layer keeps in a span's extensions while it is open.
+/// What the recorder keeps of an open span: in its slot of Capsule's subscriber, or in its
+/// extensions in `tracing-subscriber`'s registry.
 #[derive(Default)]
 pub(super) struct Live {
     record: SpanRecord,
