@@ -13,8 +13,9 @@
 //! copied into each record written inside it.
 
 use std::fmt::{self, Write as _};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata};
@@ -107,7 +108,7 @@ fn text_line(out: &mut String, ansi: bool, event: &Event<'_>, metadata: &Metadat
             out.push_str(text);
         }
     };
-    let mut time = String::with_capacity(27);
+    let mut time = String::new();
     timestamp(&mut time, SystemTime::now());
     paint(out, DIMMED, &time);
     out.push(' ');
@@ -251,32 +252,12 @@ impl Visit for JsonMembers<'_> {
 /// `time` as RFC 3339 in UTC with microseconds (`2026-11-26T14:30:26.123456Z`), as
 /// `tracing-subscriber` writes it.
 pub(super) fn timestamp(out: &mut String, time: SystemTime) {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let seconds = since.as_secs();
-    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
-    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        of_day / 3_600,
-        of_day / 60 % 60,
-        of_day % 60,
-        since.subsec_micros()
-    );
+    out.push_str(&DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Micros, true));
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
 
