@@ -453,11 +453,14 @@ impl Plugin {
     ) -> Result<R, CallError> {
         let limits = self.grants.limits;
         // A busy plugin is waited for as long as a used-up quota would be (see `quota`).
-        let slot = tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or(CallError::PluginBusy(limits.concurrency))?;
+        let slot = match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or(CallError::PluginBusy(limits.concurrency))?,
+        };
         // Loading is the operator's doing: it is charged to no caller's quota.
         let account = (charge == Charge::Caller).then_some(&self.account);
         // Released after the store frees the instance (below).

@@ -111,6 +111,10 @@ impl Gauge {
     /// Take one, waiting up to `wait` for one to be released; the limit is read afresh on
     /// every try, so a reload that raises it lets waiting calls in.
     async fn take(&self, limit: impl Fn() -> Option<u32>, wait: Duration) -> Result<(), u32> {
+        // Most takes find one free: they register no waiter and set no deadline.
+        if self.try_take(limit()).is_ok() {
+            return Ok(());
+        }
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Registered before the try, so a release between the two is not missed.
