@@ -269,6 +269,40 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
     assert_eq!(foreign.status(), 403);
 }
 
+/// A revision the server does not know, earlier or later than the ones it does, is refused
+/// with -32022 naming the supported ones and the request's id, whatever else the request
+/// carries; GET and DELETE, which have no body to answer in, get a plain 400.
+#[tokio::test]
+async fn unknown_revisions_are_refused_with_the_supported_ones() {
+    let server = Server::http(&[]);
+    let client = Client::new(&server.url);
+    for (id, version) in [(1, "2024-01-01"), (2, "2099-01-01"), (3, "draft")] {
+        let mut body: serde_json::Value = serde_json::from_str(&modern_body(id, "tools/list", json!({}))).unwrap();
+        body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(version);
+        let reply = client.post_raw(body.to_string(), &[("mcp-protocol-version", version)]).await;
+        assert_eq!(reply.status, 400, "{version}: {}", reply.body);
+        let error = &reply.response(id)["error"];
+        assert_eq!(error["code"], -32022, "{version}: {}", reply.body);
+        assert_eq!(error["data"]["requested"], version);
+        assert!(error["data"]["supported"].as_array().unwrap().contains(&json!(META_2026)), "{}", reply.body);
+    }
+    // A legacy session's request with a revision it never negotiated.
+    let mut legacy = Client::new(&server.url);
+    legacy.initialize("2025-06-18", json!({})).await;
+    legacy.version = "1999-01-01".into();
+    let reply = legacy.post(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).await;
+    assert_eq!((reply.status, reply.response(4)["error"]["code"].clone()), (400, json!(-32022)), "{}", reply.body);
+    let get = reqwest::Client::new()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", legacy.session.as_deref().unwrap())
+        .header("mcp-protocol-version", "2099-01-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 400);
+}
+
 /// One SSE event, as sent: its id and its data.
 struct RawEvent {
     id: Option<String>,

@@ -235,16 +235,12 @@ fn method_not_allowed(allow: &'static str) -> Response {
     response
 }
 
-/// The revision a request declares in `MCP-Protocol-Version`: `Err` if the header is there
-/// but names no revision this server knows (and is not a later one).
-fn declared(headers: &axum::http::HeaderMap) -> Result<Option<&str>, &'static str> {
+/// The revision a request declares in `MCP-Protocol-Version`, and whether this server knows
+/// it; `Err` if the header is not text.
+fn declared(headers: &axum::http::HeaderMap) -> Result<Option<(&str, bool)>, &'static str> {
     let Some(value) = headers.get("mcp-protocol-version") else { return Ok(None) };
     let value = value.to_str().map_err(|_| "Bad Request: Invalid MCP-Protocol-Version header encoding")?;
-    let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == value);
-    if !known && value < ProtocolVersion::V_2026_07_28.as_str() {
-        return Err("Bad Request: Unsupported MCP-Protocol-Version");
-    }
-    Ok(Some(value))
+    Ok(Some((value, ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == value))))
 }
 
 /// `/mcp`: the tenant whose host name the request names; on a server with only the default
@@ -307,12 +303,21 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         },
     };
     let declared = match declared(request.headers()) {
-        Ok(declared) => declared.map(str::to_owned),
+        Ok(declared) => declared,
         Err(reason) => return text(400, reason),
     };
-    let modern = declared.as_deref().filter(|v| *v >= ProtocolVersion::V_2026_07_28.as_str());
+    let modern = declared
+        .filter(|(version, _)| *version >= ProtocolVersion::V_2026_07_28.as_str())
+        .map(|(version, _)| version.to_owned());
+    let unknown = declared.filter(|(_, known)| !known).map(|(version, _)| version.to_owned());
     match *request.method() {
+        // An unknown revision is answered by the 2026-07-28 path, whose error names the
+        // supported ones and carries the request's id (-32022); a legacy client gets the 400
+        // its revision asks for either way.
         Method::POST => {}
+        Method::GET | Method::DELETE if unknown.is_some() => {
+            return text(400, "Bad Request: Unsupported MCP-Protocol-Version");
+        }
         // A 2026-07-28 client has no session, so no stream of its own and nothing to end.
         Method::GET | Method::DELETE if modern.is_some() => return method_not_allowed("POST"),
         Method::GET => {
@@ -350,10 +355,10 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         }
         Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
     };
-    match modern {
+    match modern.or(unknown) {
         Some(declared) => {
             let answer = (&endpoint.ended, &caller, tenant.auth.as_ref());
-            modern::serve(&endpoint.stateless, &parts.headers, declared, &body, answer).await
+            modern::serve(&endpoint.stateless, &parts.headers, &declared, &body, answer).await
         }
         None => {
             let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);

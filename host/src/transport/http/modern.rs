@@ -7,7 +7,8 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
-use rmcp::model::ErrorCode;
+use rmcp::model::{ErrorCode, ProtocolVersion};
+use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
@@ -47,6 +48,12 @@ pub async fn serve(
             return json(StatusCode::BAD_REQUEST, refusal.to_bytes());
         }
     };
+    // A revision this server does not know is refused first: the error names the ones it
+    // does, whatever else the request gets wrong.
+    if let Some(unknown) = unknown_version(declared) {
+        let error = ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS);
+        return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
+    }
     // The headers are checked against the tool's schema: wait for the tool to be there.
     if method == "tools/call" {
         server.plugins_loaded().await;
@@ -80,6 +87,13 @@ pub async fn serve(
         }
     };
     exchange::respond(work, notes, OnDrop::Cancel(cancelled)).await
+}
+
+/// `declared`, if it names no revision this server knows.
+fn unknown_version(declared: &str) -> Option<ProtocolVersion> {
+    let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == declared);
+    // A string always reads as a revision (rmcp keeps unknown ones as they are).
+    (!known).then(|| ProtocolVersion::deserialize(serde_json::Value::from(declared)).ok()).flatten()
 }
 
 /// The HTTP status of a 2026-07-28 error answered as JSON.
