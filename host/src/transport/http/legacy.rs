@@ -21,7 +21,6 @@ use super::text;
 use crate::auth::{Authenticator, Principal};
 use crate::mcp::{Front, Origin, TraceContext};
 
-/// The session a request names, if it names one.
 /// The session a request names. A name that is not even text names no session there is
 /// (404), rather than no session at all (400).
 fn session_id(headers: &HeaderMap) -> Option<&str> {
