@@ -240,7 +240,12 @@ fn method_not_allowed(allow: &'static str) -> Response {
 fn declared(headers: &axum::http::HeaderMap) -> Result<Option<(&str, bool)>, &'static str> {
     let Some(value) = headers.get("mcp-protocol-version") else { return Ok(None) };
     let value = value.to_str().map_err(|_| "Bad Request: Invalid MCP-Protocol-Version header encoding")?;
-    Ok(Some((value, ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == value))))
+    Ok(Some((value, known(value))))
+}
+
+/// Whether `version` names a revision this server knows.
+fn known(version: &str) -> bool {
+    ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == version)
 }
 
 /// `/mcp`: the tenant whose host name the request names; on a server with only the default

@@ -91,9 +91,8 @@ pub async fn serve(
 
 /// `declared`, if it names no revision this server knows.
 fn unknown_version(declared: &str) -> Option<ProtocolVersion> {
-    let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == declared);
     // A string always reads as a revision (rmcp keeps unknown ones as they are).
-    (!known).then(|| ProtocolVersion::deserialize(serde_json::Value::from(declared)).ok()).flatten()
+    (!super::known(declared)).then(|| ProtocolVersion::deserialize(serde_json::Value::from(declared)).ok()).flatten()
 }
 
 /// The HTTP status of a 2026-07-28 error answered as JSON.
