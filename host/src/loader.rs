@@ -399,8 +399,10 @@ impl Loader {
     fn watch(self: &Arc<Self>, dirs: Vec<PathBuf>) -> notify::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok_and(|e| !e.kind.is_access()) {
-                let _ = tx.send(());
+            if let Ok(event) = event
+                && !event.kind.is_access()
+            {
+                let _ = tx.send(Change::of(&event.kind));
             }
         })?;
         let mut watched = Vec::new();
@@ -409,7 +411,7 @@ impl Loader {
         let span = tracing::info_span!("tenant", id = %self.account.tenant());
         let task = async move {
             loop {
-                tokio::select! {
+                let change = tokio::select! {
                     () = loader.stop.cancelled() => return,
                     () = loader.rewatch.notified() => {
                         let dirs = loader.state.lock().await.sources.watched();
@@ -418,9 +420,12 @@ impl Loader {
                         }
                         continue;
                     }
-                    event = rx.recv() => if event.is_none() { return },
-                }
-                settle(&mut rx).await;
+                    event = rx.recv() => match event {
+                        Some(change) => change,
+                        None => return,
+                    },
+                };
+                settle(&mut rx, change).await;
                 loader.reload().await;
             }
         };
@@ -451,10 +456,42 @@ impl Loader {
     }
 }
 
-/// Wait until a watcher's events stop for 50 ms: a copy or a build writes a file in several
-/// steps, and one reload after the last is enough.
-pub(crate) async fn settle(events: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
-    while tokio::time::timeout(Duration::from_millis(50), events.recv()).await.is_ok_and(|e| e.is_some()) {}
+/// What a watcher's event says of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Renamed or removed: whole, so nothing more is coming for it (how deploys and editors
+    /// put a file in place).
+    Whole,
+    /// Created or written: a copy or a build writes a file in several steps.
+    Written,
+}
+
+impl Change {
+    pub(crate) fn of(kind: &notify::EventKind) -> Change {
+        use notify::EventKind;
+        use notify::event::ModifyKind;
+        match kind {
+            EventKind::Modify(ModifyKind::Name(_)) | EventKind::Remove(_) => Change::Whole,
+            _ => Change::Written,
+        }
+    }
+
+    /// How long the events must stop after this one before a reload.
+    fn quiet(self) -> Duration {
+        match self {
+            // Long enough to take a few files renamed one after another in one reload.
+            Change::Whole => Duration::from_millis(5),
+            Change::Written => Duration::from_millis(50),
+        }
+    }
+}
+
+/// Wait until a watcher's events stop, `last` being the latest: one reload after the last
+/// step of a change is enough, and a file renamed into place needs no more than a moment.
+pub(crate) async fn settle(events: &mut tokio::sync::mpsc::UnboundedReceiver<Change>, mut last: Change) {
+    while let Ok(Some(change)) = tokio::time::timeout(last.quiet(), events.recv()).await {
+        last = change;
+    }
 }
 
 /// Load (or reuse) one plugin under its grants, and hold its declared needs to them. The
@@ -694,4 +731,41 @@ async fn build(
     }
     statuses.sort_by_key(|(at, _)| *at);
     (catalog, statuses.into_iter().map(|(_, status)| status).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::EventKind;
+    use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
+
+    use super::*;
+
+    #[test]
+    fn renames_and_removals_are_whole_writes_are_not() {
+        let whole = [
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)),
+            EventKind::Remove(RemoveKind::File),
+        ];
+        assert!(whole.iter().all(|kind| Change::of(kind) == Change::Whole));
+        let written = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Any,
+        ];
+        assert!(written.iter().all(|kind| Change::of(kind) == Change::Written));
+    }
+
+    /// A write after a rename means the file is being written again: the reload waits for
+    /// those writes to stop as long as for any write.
+    #[tokio::test]
+    async fn a_write_after_a_rename_is_waited_for_like_any_write() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let started = std::time::Instant::now();
+        tx.send(Change::Written).unwrap();
+        settle(&mut rx, Change::Whole).await;
+        assert!(started.elapsed() >= Change::Written.quiet(), "settled after {:?}", started.elapsed());
+    }
 }

@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
-use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status, settle};
+use crate::loader::{Change, DEFAULT_TENANT, Loader, Sources, Status, settle};
 use crate::mcp::{Shared, StateCodec};
 use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
@@ -383,7 +383,7 @@ impl Tenants {
                 && !event.kind.is_access()
                 && event.paths.iter().any(|p| is_configuration(&config, p))
             {
-                let _ = tx.send(());
+                let _ = tx.send(Change::of(&event.kind));
             }
         })?;
         let mut watched = Vec::new();
@@ -402,11 +402,14 @@ impl Tenants {
         tokio::spawn(async move {
             let _watcher = watcher;
             loop {
-                tokio::select! {
+                let change = tokio::select! {
                     () = stop.cancelled() => return,
-                    event = rx.recv() => if event.is_none() { return },
-                }
-                settle(&mut rx).await;
+                    event = rx.recv() => match event {
+                        Some(change) => change,
+                        None => return,
+                    },
+                };
+                settle(&mut rx, change).await;
                 tenants.reload().await;
             }
         });
