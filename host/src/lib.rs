@@ -56,6 +56,7 @@ pub mod mcp;
 pub mod policy;
 pub mod runtime;
 pub mod scaffold;
+pub mod sched;
 pub mod telemetry;
 pub mod tenants;
 pub mod top;

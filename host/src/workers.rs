@@ -27,14 +27,19 @@ pub struct ExtraWorkers {
 }
 
 impl ExtraWorkers {
-    /// Start `count` runtimes of one worker thread each, calling `on_unpark` whenever one of
-    /// them wakes from sleep.
-    pub fn start(count: usize, on_unpark: impl Fn() + Send + Sync + Clone + 'static) -> std::io::Result<Self> {
+    /// Start `count` runtimes of one worker thread each, calling `on_start` on each of their
+    /// threads as it starts and `on_unpark` whenever one of them wakes from sleep.
+    pub fn start(
+        count: usize,
+        on_start: impl Fn() + Send + Sync + Clone + 'static,
+        on_unpark: impl Fn() + Send + Sync + Clone + 'static,
+    ) -> std::io::Result<Self> {
         let runtimes = (1..=count)
             .map(|n| {
                 Builder::new_multi_thread()
                     .worker_threads(1)
                     .thread_name(format!("capsule-wk-{n}"))
+                    .on_thread_start(on_start.clone())
                     .on_thread_unpark(on_unpark.clone())
                     .enable_all()
                     .build()
@@ -127,7 +132,7 @@ mod tests {
 
     #[test]
     fn connections_go_to_the_least_loaded_worker() {
-        let extra = ExtraWorkers::start(2, || {}).expect("runtimes");
+        let extra = ExtraWorkers::start(2, || {}, || {}).expect("runtimes");
         let workers = Workers::new(extra.handles());
         assert_eq!(workers.count(), 3);
         let first = workers.assign();

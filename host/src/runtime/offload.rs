@@ -72,8 +72,10 @@ where
                     let thread = std::thread::Builder::new().name("capsule-long-call".into());
                     let running = thread
                         .spawn_scoped(scope, || {
-                            // Below the request workers: interactive work first.
+                            // Below the request workers: interactive work first, and
+                            // the kernel's default slice rather than theirs.
                             let _ = rustix::process::setpriority_process(None, LONG_CALL_NICE);
+                            let _ = crate::sched::set_slice(None);
                             handle.block_on(future)
                         })
                         .expect("spawn a thread for a long call");
