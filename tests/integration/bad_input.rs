@@ -121,6 +121,31 @@ async fn foreign_origin_and_host_are_forbidden() {
     let local = format!("http://{}", server.authority());
     let ok = client.post_raw(init.to_string(), &[("origin", local.as_str())]).await;
     assert_eq!(ok.status, 200, "local Origin: {}", ok.body);
+    // Over a raw socket: a second Host header, and a foreign host in an absolute-form target
+    // (which RFC 9112 says outranks the Host header).
+    let authority = server.authority();
+    let twice = raw_post(&authority, "/mcp", "Host: evil.example.com\r\n", &init).await;
+    assert!(twice.starts_with("HTTP/1.1 400") && twice.contains("more than one Host"), "{twice}");
+    let absolute = raw_post(&authority, "http://evil.example.com/mcp", "", &init).await;
+    assert!(absolute.starts_with("HTTP/1.1 403"), "{absolute}");
+    let own = raw_post(&authority, &format!("http://{authority}/mcp"), "", &init).await;
+    assert!(own.starts_with("HTTP/1.1 200"), "{own}");
+}
+
+/// POST `body` to `target` over a raw socket, with the server's Host and `extra` headers:
+/// the whole answer.
+async fn raw_post(authority: &str, target: &str, extra: &str, body: &Value) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = body.to_string();
+    let request = format!(
+        "POST {target} HTTP/1.1\r\nHost: {authority}\r\n{extra}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
 }
 
 #[tokio::test]

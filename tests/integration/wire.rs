@@ -605,6 +605,13 @@ async fn oversized_heads_and_cut_short_bodies_are_refused() {
     let answer = read_until_closed(&mut short, std::time::Duration::from_secs(5)).await.unwrap_or_default();
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("-32600") && answer.contains("could not be read"), "{answer}");
+    // A Content-Length over the body limit: 413 at once, without waiting for the body.
+    let mut huge = raw_connection(&server).await;
+    huge.write_all(format!("{head}Content-Length: 99999999999\r\n\r\n{{}}").as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let answer = read_until_closed(&mut huge, std::time::Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered after {:?}", started.elapsed());
     // Heads under the limit are served.
     let mut client = Client::new(&server.url);
     client.initialize("2025-06-18", json!({})).await;

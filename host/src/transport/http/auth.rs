@@ -54,7 +54,7 @@ fn metadata(tenant: Option<&Arc<Tenant>>) -> Response {
 /// The metadata of the tenant `/mcp` serves for this Host.
 pub async fn metadata_by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    metadata(by_host_name(&set, request.headers()))
+    metadata(by_host_name(&set, &request))
 }
 
 /// The metadata of `/t/{tenant}/mcp`.

@@ -1,9 +1,9 @@
 //! The checks every HTTP request passes before its body is read: the Host and Origin
 //! headers (DNS-rebinding protection), and what the client accepts and sends.
 
-use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::uri::Authority;
+use axum::http::{HeaderMap, Uri};
 
 /// Host names and origins the endpoint answers to, read once when it starts.
 #[derive(Debug, Clone)]
@@ -68,10 +68,15 @@ impl Allowed {
         Allowed { hosts, origins }
     }
 
-    /// Check Host, then Origin: `Err` is the status and the reason. Host names `also` accepts
-    /// (a tenant's own) pass too.
-    pub fn check(&self, headers: &HeaderMap, also: impl Fn(&str) -> bool) -> Result<(), (u16, &'static str)> {
-        let host = host(headers)?;
+    /// Check the host the request names (see [`host`]), then Origin: `Err` is the status and
+    /// the reason. Host names `also` accepts (a tenant's own) pass too.
+    pub fn check(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        also: impl Fn(&str) -> bool,
+    ) -> Result<(), (u16, &'static str)> {
+        let host = host(uri, headers)?;
         if !self.hosts.iter().any(|entry| entry.matches(&host)) && !also(&bare_host(host.host())) {
             return Err((403, "Forbidden: Host header is not allowed"));
         }
@@ -85,9 +90,18 @@ impl Allowed {
     }
 }
 
-/// The request's Host header.
-pub fn host(headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
-    let host = headers.get(HOST).ok_or((400, "Bad Request: missing Host header"))?;
+/// The host a request names: its target's when the target is in absolute form
+/// (`POST http://host/mcp`), for then RFC 9112 (section 3.2.2) has the Host header ignored,
+/// else its Host header, which must be there once (section 3.2: more than one is a 400).
+pub fn host(uri: &Uri, headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
+    if let Some(authority) = uri.authority() {
+        return Ok(authority.clone());
+    }
+    let mut all = headers.get_all(HOST).iter();
+    let host = all.next().ok_or((400, "Bad Request: missing Host header"))?;
+    if all.next().is_some() {
+        return Err((400, "Bad Request: more than one Host header"));
+    }
     let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
     host.parse().map_err(|_| (400, "Bad Request: Invalid Host header"))
 }
@@ -191,8 +205,9 @@ mod tests {
     #[test]
     fn hosts_and_origins() {
         let allowed = Allowed::new(&["mcp.example:8443".into()], &["https://app.example".into()]);
-        let check =
-            |pairs: &[(&'static str, &str)]| allowed.check(&headers(pairs), |_| false).map_err(|(status, _)| status);
+        let check = |pairs: &[(&'static str, &str)]| {
+            allowed.check(&Uri::from_static("/mcp"), &headers(pairs), |_| false).map_err(|(status, _)| status)
+        };
         assert_eq!(check(&[("host", "127.0.0.1:3000")]), Ok(()));
         assert_eq!(check(&[("host", "[::1]:3000")]), Ok(()));
         assert_eq!(check(&[("host", "LOCALHOST")]), Ok(()));
@@ -200,6 +215,13 @@ mod tests {
         assert_eq!(check(&[("host", "mcp.example:80")]), Err(403));
         assert_eq!(check(&[("host", "evil.example")]), Err(403));
         assert_eq!(check(&[]), Err(400));
+        assert_eq!(check(&[("host", "localhost"), ("host", "evil.example")]), Err(400));
+        // A target in absolute form names the host; the Host header is then ignored.
+        let target = |uri: &'static str, host: &str| {
+            allowed.check(&Uri::from_static(uri), &headers(&[("host", host)]), |_| false).map_err(|(status, _)| status)
+        };
+        assert_eq!(target("http://evil.example/mcp", "localhost"), Err(403));
+        assert_eq!(target("http://localhost:3000/mcp", "evil.example"), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://localhost:5173")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example:443")]), Ok(()));
@@ -209,8 +231,9 @@ mod tests {
         assert_eq!(check(&[("host", "localhost"), ("origin", "garbage")]), Err(403));
         // An operator may allow the `null` origin; an entry that is no origin matches nothing.
         let allowed = Allowed::new(&["::1".into()], &["null".into(), "garbage".into(), "http://a.example:*".into()]);
-        let check =
-            |pairs: &[(&'static str, &str)]| allowed.check(&headers(pairs), |_| false).map_err(|(status, _)| status);
+        let check = |pairs: &[(&'static str, &str)]| {
+            allowed.check(&Uri::from_static("/mcp"), &headers(pairs), |_| false).map_err(|(status, _)| status)
+        };
         assert_eq!(check(&[("host", "[::1]"), ("origin", "null")]), Ok(()));
         assert_eq!(check(&[("host", "[::1]"), ("origin", "garbage")]), Err(403));
         assert_eq!(check(&[("host", "[::1]"), ("origin", "HTTP://A.example:9000")]), Ok(()));

@@ -255,7 +255,7 @@ async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Respon
     if let Some(refused) = checked(&door, &set, &request) {
         return refused;
     }
-    match by_host_name(&set, request.headers()) {
+    match by_host_name(&set, &request) {
         Some(tenant) => handle(&door, tenant, request).await,
         None => text(404, "Not Found: no such tenant"),
     }
@@ -263,9 +263,9 @@ async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Respon
 
 /// The tenant `/mcp` serves for a request's Host. The default tenant has no host names: on a
 /// server with only it, it serves every allowed Host; configured tenants are routed by name.
-fn by_host_name<'a>(set: &'a TenantSet, headers: &axum::http::HeaderMap) -> Option<&'a Arc<Tenant>> {
+fn by_host_name<'a>(set: &'a TenantSet, request: &Request) -> Option<&'a Arc<Tenant>> {
     set.default_tenant().or_else(|| {
-        let host = checks::host(headers).ok()?;
+        let host = checks::host(request.uri(), request.headers()).ok()?;
         set.by_host(&checks::bare_host(host.host()))
     })
 }
@@ -285,7 +285,7 @@ async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, req
 /// The Host and Origin checks; a tenant's own host names are allowed.
 fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
     door.allowed
-        .check(request.headers(), |host| set.by_host(host).is_some())
+        .check(request.uri(), request.headers(), |host| set.by_host(host).is_some())
         .err()
         .map(|(status, reason)| text(status, reason))
 }
@@ -342,6 +342,14 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         return text(415, "Unsupported Media Type: Content-Type must be application/json");
     }
     let limit = door.options.max_body_bytes;
+    let too_large = || {
+        let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
+        exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error))
+    };
+    // A Content-Length over the limit is refused at once, not after waiting for the body.
+    if http_body::Body::size_hint(&body).lower() > limit as u64 {
+        return too_large();
+    }
     let read = http_body_util::Limited::new(body, limit).collect();
     let body = match tokio::time::timeout(door.options.body_timeout, read).await {
         Ok(Ok(collected)) => {
@@ -349,10 +357,7 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
             endpoint.traffic.received(body.len());
             body
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
-            return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
-        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         // A body cut short (the client closed before its Content-Length), or a broken chunk.
         Ok(Err(e)) => {
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
