@@ -65,6 +65,29 @@ fn stdio_batches_that_reuse_ids_are_answered_apart() {
     stdio.finish();
 }
 
+/// A client that sends `initialize`, `notifications/initialized` and a batch without waiting
+/// for the first answer: the batch meets the revision `initialize` agreed on.
+#[test]
+fn stdio_a_batch_sent_right_after_initialize_is_served() {
+    let mut stdio = StdioServer::start();
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    stdio.send(&json!([call(json!(1), 1, 2), call(json!(2), 3, 4)]));
+    assert_eq!(stdio.read()["result"]["protocolVersion"], "2025-03-26");
+    let batch = loop {
+        let message = stdio.read();
+        // Plugins still loading announce themselves with list_changed notifications.
+        if message.get("method").is_none() {
+            break message;
+        }
+    };
+    let answers = batch.as_array().unwrap_or_else(|| panic!("a batch is answered with an array: {batch}"));
+    let text = |id: i64| first_text(&answers.iter().find(|a| a["id"] == id).expect("each id answered")["result"]);
+    assert_eq!((text(1), text(2)), ("3".to_owned(), "7".to_owned()));
+    stdio.finish();
+}
+
 /// A batch far larger than a plugin's concurrency (32 by default) runs a few elements at a
 /// time, so none of them is refused as "busy" by its own batch.
 #[test]

@@ -253,7 +253,16 @@ impl Connection {
         match jsonrpc::read(line) {
             Err(refusal) => self.link.write(refusal.to_bytes()).await,
             Ok(Incoming::Single(message)) => {
-                if let Some(answer) = self.message(message).await {
+                // `initialize` is answered before the next line is taken, so what a client
+                // sends without waiting for the answer (a batch, say) meets the revision
+                // the two agreed on rather than none.
+                let initialize = matches!(&message, Message::Request { method, .. } if method == "initialize");
+                let Some(answer) = self.message(message).await else { return };
+                if initialize {
+                    if let Some(answer) = answer.await {
+                        self.link.write(answer).await;
+                    }
+                } else {
                     self.tasks.spawn({
                         let link = self.link.clone();
                         async move {
