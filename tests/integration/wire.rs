@@ -328,6 +328,14 @@ async fn unknown_revisions_are_refused_with_the_supported_ones() {
     // suite sends 2025-03-26 in its 2025-11-25 sessions.
     legacy.version = "2025-03-26".into();
     assert_eq!(legacy.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await.status, 200);
+    // Two revisions at once name none: 400.
+    let body = modern_body(6, "tools/list", json!({}));
+    let twice = [("mcp-protocol-version", META_2026), ("mcp-protocol-version", "2025-06-18")];
+    let reply = client.post_raw(body.clone(), &twice).await;
+    assert!(reply.status == 400 && reply.body.contains("more than one"), "{}: {}", reply.status, reply.body);
+    // A compressed body is refused for what it is, not read as broken JSON.
+    let reply = client.post_raw(body, &[("mcp-protocol-version", META_2026), ("content-encoding", "gzip")]).await;
+    assert!(reply.status == 415 && reply.body.contains("Content-Encoding"), "{}: {}", reply.status, reply.body);
 }
 
 /// One SSE event, as sent: its id and its data.
@@ -444,6 +452,9 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         let refused = RawEvents::get(&client, Some(&never.to_string())).await;
         assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
     }
+    // An empty one names nothing: a fresh stream.
+    let mut fresh = RawEvents::open(&client, Some("")).await;
+    assert!(fresh.next(quiet).await.expect("a priming event").retry);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -1,7 +1,7 @@
 //! The checks every HTTP request passes before its body is read: the Host and Origin
 //! headers (DNS-rebinding protection), and what the client accepts and sends.
 
-use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Uri};
 
@@ -196,6 +196,14 @@ pub fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// Whether the body comes as it is: no `Content-Encoding`, or only `identity`. Capsule
+/// decompresses nothing, so a compressed body would otherwise read as malformed JSON.
+pub fn is_identity(headers: &HeaderMap) -> bool {
+    headers.get_all(CONTENT_ENCODING).iter().all(|value| {
+        value.to_str().is_ok_and(|v| v.split(',').all(|coding| coding.trim().eq_ignore_ascii_case("identity")))
+    })
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -250,5 +258,9 @@ mod tests {
         assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));
         assert!(!is_json(&headers(&[("content-type", "application/json"), ("content-type", "text/plain")])));
+        assert!(is_identity(&headers(&[])));
+        assert!(is_identity(&headers(&[("content-encoding", "Identity")])));
+        assert!(!is_identity(&headers(&[("content-encoding", "gzip")])));
+        assert!(!is_identity(&headers(&[("content-encoding", "identity, br")])));
     }
 }

@@ -270,7 +270,8 @@ async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>,
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    // An empty id is no id (an EventSource that saw none sends none).
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
     // An id this session never issued would silence the stream (nothing comes after it).
     let after = match resume.map(str::parse::<u64>) {
         None => None,

@@ -236,9 +236,13 @@ fn method_not_allowed(allow: &'static str) -> Response {
 }
 
 /// The revision a request declares in `MCP-Protocol-Version`, and whether this server knows
-/// it; `Err` if the header is not text.
+/// it; `Err` if the header is not text, or comes more than once.
 fn declared(headers: &axum::http::HeaderMap) -> Result<Option<(&str, bool)>, &'static str> {
-    let Some(value) = headers.get("mcp-protocol-version") else { return Ok(None) };
+    let mut all = headers.get_all("mcp-protocol-version").iter();
+    let Some(value) = all.next() else { return Ok(None) };
+    if all.next().is_some() {
+        return Err("Bad Request: more than one MCP-Protocol-Version header");
+    }
     let value = value.to_str().map_err(|_| "Bad Request: Invalid MCP-Protocol-Version header encoding")?;
     Ok(Some((value, known(value))))
 }
@@ -340,6 +344,9 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
     }
     if !checks::is_json(&parts.headers) {
         return text(415, "Unsupported Media Type: Content-Type must be application/json");
+    }
+    if !checks::is_identity(&parts.headers) {
+        return text(415, "Unsupported Media Type: Content-Encoding is not supported");
     }
     let limit = door.options.max_body_bytes;
     let too_large = || {
