@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, StdioServer, all_plugins, first_text, plugins, scratch_dir};
+use crate::support::{
+    Client, Server, StdioServer, all_plugins, first_text, plugins, raw_connection, read_until_closed, scratch_dir,
+};
 
 fn server() -> Server {
     let mut args = all_plugins();
@@ -123,29 +125,27 @@ async fn foreign_origin_and_host_are_forbidden() {
     assert_eq!(ok.status, 200, "local Origin: {}", ok.body);
     // Over a raw socket: a second Host header, and a foreign host in an absolute-form target
     // (which RFC 9112 says outranks the Host header).
-    let authority = server.authority();
-    let twice = raw_post(&authority, "/mcp", "Host: evil.example.com\r\n", &init).await;
+    let twice = raw_post(&server, "/mcp", "Host: evil.example.com\r\n", &init).await;
     assert!(twice.starts_with("HTTP/1.1 400") && twice.contains("more than one Host"), "{twice}");
-    let absolute = raw_post(&authority, "http://evil.example.com/mcp", "", &init).await;
+    let absolute = raw_post(&server, "http://evil.example.com/mcp", "", &init).await;
     assert!(absolute.starts_with("HTTP/1.1 403"), "{absolute}");
-    let own = raw_post(&authority, &format!("http://{authority}/mcp"), "", &init).await;
+    let own = raw_post(&server, &format!("http://{}/mcp", server.authority()), "", &init).await;
     assert!(own.starts_with("HTTP/1.1 200"), "{own}");
 }
 
 /// POST `body` to `target` over a raw socket, with the server's Host and `extra` headers:
 /// the whole answer.
-async fn raw_post(authority: &str, target: &str, extra: &str, body: &Value) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+async fn raw_post(server: &Server, target: &str, extra: &str, body: &Value) -> String {
+    use tokio::io::AsyncWriteExt;
     let body = body.to_string();
     let request = format!(
-        "POST {target} HTTP/1.1\r\nHost: {authority}\r\n{extra}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {target} HTTP/1.1\r\nHost: {}\r\n{extra}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        server.authority(),
         body.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let mut stream = raw_connection(server).await;
     stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    answer
+    read_until_closed(&mut stream, std::time::Duration::from_secs(5)).await.expect("the server closes the connection")
 }
 
 #[tokio::test]

@@ -136,14 +136,26 @@ impl Server {
         self.child.id()
     }
 
+    /// Each of the server's threads: its name and the text of its `/proc` file `file`
+    /// (threads that ended meanwhile, or lack the file, are left out).
+    pub fn thread_files(&self, file: &str) -> Vec<(String, String)> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).expect("the server's threads");
+        tasks
+            .map_while(Result::ok)
+            .filter_map(|task| {
+                let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+                Some((comm.trim().to_owned(), std::fs::read_to_string(task.path().join(file)).ok()?))
+            })
+            .collect()
+    }
+
     /// CPU time used so far by the server's threads named `name`.
     pub fn thread_cpu(&self, name: &str) -> Duration {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).expect("the server's threads");
-        let nanos = tasks
-            .map_while(Result::ok)
-            .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name))
-            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-            .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        let nanos = self
+            .thread_files("schedstat")
+            .into_iter()
+            .filter(|(comm, _)| comm == name)
+            .filter_map(|(_, stat)| stat.split_whitespace().next()?.parse::<u64>().ok())
             .sum();
         Duration::from_nanos(nanos)
     }
@@ -152,6 +164,18 @@ impl Server {
     pub fn authority(&self) -> String {
         self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned()
     }
+}
+
+/// Open a raw connection to the server.
+pub async fn raw_connection(server: &Server) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(server.authority()).await.unwrap()
+}
+
+/// Read until the server closes the connection (or `within` passes): what it sent.
+pub async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(within, stream.read_to_end(&mut received)).await;
+    read.ok().map(|_| String::from_utf8_lossy(&received).into_owned())
 }
 
 impl Drop for Server {

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::support::{Client, META_2026, Server, StdioServer, first_text};
+use crate::support::{Client, META_2026, Server, StdioServer, first_text, raw_connection, read_until_closed};
 
 fn call(id: serde_json::Value, a: i64, b: i64) -> serde_json::Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": a, "b": b}}})
@@ -541,14 +541,12 @@ async fn each_connection_is_served_by_one_worker_and_they_share_the_load() {
 async fn workers_ask_for_the_slice_they_are_given() {
     let server = Server::http(&["--workers", "2", "--worker-slice", "250"]);
     add(&Client::new(&server.url), 0).await;
-    let slices: Vec<(String, u64)> = std::fs::read_dir(format!("/proc/{}/task", server.pid()))
-        .expect("the server's threads")
-        .map_while(Result::ok)
-        .filter_map(|task| {
-            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
-            let sched = std::fs::read_to_string(task.path().join("sched")).ok()?;
+    let slices: Vec<(String, u64)> = server
+        .thread_files("sched")
+        .into_iter()
+        .filter_map(|(comm, sched)| {
             let slice = sched.lines().find(|l| l.starts_with("se.slice"))?.split(':').nth(1)?.trim().parse().ok()?;
-            Some((comm.trim().to_owned(), slice))
+            Some((comm, slice))
         })
         .collect();
     // Kernels before EEVDF's custom slices (6.12) report none; there is nothing to check.
@@ -583,19 +581,6 @@ async fn a_session_spans_workers() {
         assert!(event.data.contains("notifications/resources/updated"), "{}", event.data);
     }
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Open a raw connection to the server.
-async fn raw_connection(server: &Server) -> tokio::net::TcpStream {
-    tokio::net::TcpStream::connect(server.authority()).await.unwrap()
-}
-
-/// Read until the server closes the connection (or `within` passes): what it sent.
-async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: std::time::Duration) -> Option<String> {
-    use tokio::io::AsyncReadExt;
-    let mut received = Vec::new();
-    let read = tokio::time::timeout(within, stream.read_to_end(&mut received)).await;
-    read.ok().map(|_| String::from_utf8_lossy(&received).into_owned())
 }
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 //! The checks every HTTP request passes before its body is read: the Host and Origin
 //! headers (DNS-rebinding protection), and what the client accepts and sends.
 
-use axum::http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{ACCEPT, AsHeaderName, CONTENT_ENCODING, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, Uri};
+use axum::http::{HeaderMap, HeaderValue, Uri};
 
 /// Host names and origins the endpoint answers to, read once when it starts.
 #[derive(Debug, Clone)]
@@ -97,11 +97,9 @@ pub fn host(uri: &Uri, headers: &HeaderMap) -> Result<Authority, (u16, &'static 
     if let Some(authority) = uri.authority() {
         return Ok(authority.clone());
     }
-    let mut all = headers.get_all(HOST).iter();
-    let host = all.next().ok_or((400, "Bad Request: missing Host header"))?;
-    if all.next().is_some() {
-        return Err((400, "Bad Request: more than one Host header"));
-    }
+    let host = at_most_once(headers, HOST)
+        .map_err(|Repeated| (400, "Bad Request: more than one Host header"))?
+        .ok_or((400, "Bad Request: missing Host header"))?;
     let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
     host.parse().map_err(|_| (400, "Bad Request: Invalid Host header"))
 }
@@ -185,10 +183,22 @@ pub fn accepts(headers: &HeaderMap, types: &[&str]) -> bool {
     types.iter().all(|wanted| accepted(headers).any(|listed| listed.eq_ignore_ascii_case(wanted)))
 }
 
+/// A header came more than once where it may come once at most.
+pub struct Repeated;
+
+/// The value of a header that may come once at most, if it came.
+pub fn at_most_once(headers: &HeaderMap, name: impl AsHeaderName) -> Result<Option<&HeaderValue>, Repeated> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(Repeated);
+    }
+    Ok(first)
+}
+
 /// Whether the body is declared as JSON (by exactly one `Content-Type`).
 pub fn is_json(headers: &HeaderMap) -> bool {
-    let mut values = headers.get_all(CONTENT_TYPE).iter();
-    let (Some(value), None) = (values.next(), values.next()) else { return false };
+    let Ok(Some(value)) = at_most_once(headers, CONTENT_TYPE) else { return false };
     value
         .to_str()
         .ok()

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::checks::{Repeated, at_most_once};
 use crate::mcp::excerpt;
 
 /// What the checks read of a request's params: the routing name, and the tool arguments.
@@ -126,11 +127,8 @@ fn annotated<'a>(properties: Option<&'a Value>, path: &mut Vec<&'a str>, out: &m
 
 /// A header that may appear at most once, as text.
 fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
-    let mut values = headers.get_all(name).iter();
-    let Some(value) = values.next() else { return Ok(None) };
-    if values.next().is_some() {
-        return Err(format!("duplicate {name} header"));
-    }
+    let once = at_most_once(headers, name).map_err(|Repeated| format!("duplicate {name} header"))?;
+    let Some(value) = once else { return Ok(None) };
     value.to_str().map(Some).map_err(|_| format!("{name} header contains invalid characters"))
 }
 

@@ -238,11 +238,9 @@ fn method_not_allowed(allow: &'static str) -> Response {
 /// The revision a request declares in `MCP-Protocol-Version`, and whether this server knows
 /// it; `Err` if the header is not text, or comes more than once.
 fn declared(headers: &axum::http::HeaderMap) -> Result<Option<(&str, bool)>, &'static str> {
-    let mut all = headers.get_all("mcp-protocol-version").iter();
-    let Some(value) = all.next() else { return Ok(None) };
-    if all.next().is_some() {
-        return Err("Bad Request: more than one MCP-Protocol-Version header");
-    }
+    let declared = checks::at_most_once(headers, "mcp-protocol-version")
+        .map_err(|checks::Repeated| "Bad Request: more than one MCP-Protocol-Version header")?;
+    let Some(value) = declared else { return Ok(None) };
     let value = value.to_str().map_err(|_| "Bad Request: Invalid MCP-Protocol-Version header encoding")?;
     Ok(Some((value, known(value))))
 }
