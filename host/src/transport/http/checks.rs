@@ -78,7 +78,10 @@ impl Allowed {
     ) -> Result<(), (u16, &'static str)> {
         let host = host(uri, headers)?;
         if !self.hosts.iter().any(|entry| entry.matches(&host)) && !also(&bare_host(host.host())) {
-            return Err((403, "Forbidden: Host header is not allowed"));
+            return Err(match uri.authority() {
+                Some(_) => (403, "Forbidden: the host in the request target is not allowed"),
+                None => (403, "Forbidden: Host header is not allowed"),
+            });
         }
         let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
         let origin = origin.to_str().map_err(|_| (403, "Forbidden: Invalid Origin header encoding"))?;
@@ -239,6 +242,9 @@ mod tests {
             allowed.check(&Uri::from_static(uri), &headers(&[("host", host)]), |_| false).map_err(|(status, _)| status)
         };
         assert_eq!(target("http://evil.example/mcp", "localhost"), Err(403));
+        let reason =
+            allowed.check(&Uri::from_static("http://evil.example/mcp"), &headers(&[("host", "localhost")]), |_| false);
+        assert_eq!(reason, Err((403, "Forbidden: the host in the request target is not allowed")));
         assert_eq!(target("http://localhost:3000/mcp", "evil.example"), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://localhost:5173")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example")]), Ok(()));
