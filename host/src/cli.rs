@@ -222,6 +222,12 @@ fn idle_seconds(text: &str) -> Result<u64, String> {
     (1..=86_400).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 86400".into())
 }
 
+/// A batch length from 1 to 10,000 messages.
+fn batch_len(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|e| format!("{e}"))?;
+    (1..=10_000).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 10000".into())
+}
+
 /// A session cap from 1 to a million.
 fn sessions(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
@@ -299,6 +305,10 @@ struct HttpArgs {
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = body_bytes)]
     max_body_bytes: usize,
+    /// Most messages in one JSON-RPC batch (2025-03-26 clients, over HTTP and stdio); a longer
+    /// batch is refused whole with -32600.
+    #[arg(long, value_name = "N", default_value_t = crate::transport::MAX_BATCH, value_parser = batch_len)]
+    max_batch: usize,
     /// Live legacy (initialize-based) sessions allowed at once.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = sessions)]
     max_sessions: usize,
@@ -609,6 +619,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         };
         let options = crate::transport::stdio::StdioOptions {
             max_line_bytes: args.max_line_bytes,
+            max_batch: args.http.max_batch,
             traffic: tenant.shared.metrics().traffic(&tenant.id, "pipe"),
         };
         // On the worker, not on this thread (the runtime's `block_on`): the worker drives the
@@ -628,6 +639,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
     });
     let options = HttpOptions {
         max_body_bytes: args.http.max_body_bytes,
+        max_batch: args.http.max_batch,
         max_sessions: args.http.max_sessions,
         allowed_hosts: args.http.allowed_hosts,
         allowed_origins: args.http.allowed_origins,

@@ -75,6 +75,18 @@ async fn batches_are_served_on_2025_03_26_only() {
     assert_eq!(reply.response(2)["result"], json!({}));
     assert_eq!(reply.response(3)["error"]["code"], -32600);
 
+    // A batch is served whole, so its length is capped (256 by default): one over is refused
+    // whole, with one error, and the session goes on.
+    let pings =
+        |n: u64| json!((1..=n).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).collect::<Vec<_>>());
+    let long = client.post(&pings(257)).await;
+    assert_eq!(long.status, 400, "{}", long.body);
+    assert_eq!(long.messages.len(), 1, "{}", long.body);
+    assert_eq!(long.messages[0]["error"]["code"], -32600);
+    let message = long.messages[0]["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("at most 256 messages; this one holds 257"), "{message}");
+    assert_eq!(client.post(&pings(256)).await.messages.len(), 256);
+
     let mut newer = Client::new(&server.url);
     newer.initialize("2025-06-18", json!({})).await;
     let rejected = newer.post(&batch).await;
@@ -105,6 +117,17 @@ fn stdio_batches_on_2025_03_26() {
     assert_eq!(first_text(&by_id("a")["result"]), "3");
     assert_eq!(by_id("b")["result"], json!({}));
     assert_eq!(by_id("c")["error"]["code"], -32600);
+    stdio.finish();
+
+    let mut stdio = StdioServer::start_with(&["--max-batch", "2"]);
+    stdio.initialize("2025-03-26");
+    let ping = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+    stdio.send(&json!([ping(1), ping(2), ping(3)]));
+    let refused = stdio.read();
+    assert_eq!(refused["error"]["code"], -32600, "one error for the whole batch: {refused}");
+    assert_eq!(refused["id"], json!(null));
+    stdio.send(&json!([ping(4), ping(5)]));
+    assert_eq!(stdio.read().as_array().map(Vec::len), Some(2), "the connection goes on");
     stdio.finish();
 }
 

@@ -89,10 +89,11 @@ fn stdio_a_batch_sent_right_after_initialize_is_served() {
 }
 
 /// A batch far larger than a plugin's concurrency (32 by default) runs a few elements at a
-/// time, so none of them is refused as "busy" by its own batch.
+/// time, so none of them is refused as "busy" by its own batch (here one an operator allowed
+/// beyond the default cap of 256).
 #[test]
 fn a_big_batch_does_not_find_its_own_plugin_busy() {
-    let mut stdio = StdioServer::start();
+    let mut stdio = StdioServer::start_with(&["--max-batch", "2000"]);
     stdio.initialize("2025-03-26");
     let batch: Vec<_> = (0..2000).map(|i| call(json!(i), i, 1)).collect();
     stdio.send(&json!(batch));

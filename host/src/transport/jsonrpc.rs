@@ -17,11 +17,26 @@ pub const BATCH_VERSION: &str = "2025-03-26";
 /// elements "busy".
 pub const BATCH_PARALLEL: usize = 8;
 
-/// Whether a client that negotiated `negotiated` may send a batch: only 2025-03-26 clients
-/// may. `holder` names what negotiated it in the refusal ("session", "connection").
-pub fn batch_allowed(negotiated: Option<&ProtocolVersion>, holder: &str) -> Result<(), ErrorData> {
+/// The most messages one batch may hold unless the operator says otherwise (`--max-batch`).
+/// A batch is served whole (its answers collected, every element's work prepared), so its
+/// length, not its bytes, is what multiplies a body into memory: 60,000 `ping`s in a 3 MB
+/// body held ~170 MB until they were answered.
+pub const MAX_BATCH: usize = 256;
+
+/// Whether a client that negotiated `negotiated` may send a batch of `len` messages: only
+/// 2025-03-26 clients may, and at most `max` at once. `holder` names what negotiated it in
+/// the refusal ("session", "connection").
+pub fn batch_allowed(
+    negotiated: Option<&ProtocolVersion>,
+    holder: &str,
+    (len, max): (usize, usize),
+) -> Result<(), ErrorData> {
     match negotiated {
-        Some(version) if *version == ProtocolVersion::V_2025_03_26 => Ok(()),
+        Some(version) if *version == ProtocolVersion::V_2025_03_26 && len <= max => Ok(()),
+        Some(version) if *version == ProtocolVersion::V_2025_03_26 => Err(ErrorData::invalid_request(
+            format!("Invalid Request: a batch may hold at most {max} messages; this one holds {len}"),
+            None,
+        )),
         _ => Err(batch_refused(negotiated, holder)),
     }
 }
@@ -299,10 +314,12 @@ mod tests {
 
     #[test]
     fn batches_follow_the_revision_and_never_hold_initialize() {
-        assert!(batch_allowed(Some(&ProtocolVersion::V_2025_03_26), "session").is_ok());
-        let later = batch_allowed(Some(&ProtocolVersion::V_2025_06_18), "session").unwrap_err();
+        assert!(batch_allowed(Some(&ProtocolVersion::V_2025_03_26), "session", (3, 3)).is_ok());
+        let long = batch_allowed(Some(&ProtocolVersion::V_2025_03_26), "session", (4, 3)).unwrap_err();
+        assert!(long.message.contains("at most 3 messages; this one holds 4"), "{}", long.message);
+        let later = batch_allowed(Some(&ProtocolVersion::V_2025_06_18), "session", (1, 3)).unwrap_err();
         assert!(later.message.ends_with("(this session uses 2025-06-18)"), "{}", later.message);
-        assert!(batch_allowed(None, "connection").is_err());
+        assert!(batch_allowed(None, "connection", (1, 3)).is_err());
         let Ok(Incoming::Batch(items)) = read(
             br#"[7, {"jsonrpc":"2.0","id":1,"method":"initialize"},
             {"jsonrpc":"2.0","id":2,"method":"ping"}]"#,

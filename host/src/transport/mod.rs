@@ -6,3 +6,5 @@ pub mod http;
 mod jsonrpc;
 mod pending;
 pub mod stdio;
+
+pub use jsonrpc::MAX_BATCH;

@@ -30,13 +30,15 @@ use crate::telemetry::Traffic;
 pub struct StdioOptions {
     /// Longest line read, in bytes; a longer one is answered with an error and skipped.
     pub max_line_bytes: usize,
+    /// Most messages in one batch; a longer batch is answered with one error.
+    pub max_batch: usize,
     /// Where the bytes read and written are counted.
     pub traffic: Traffic,
 }
 
 impl Default for StdioOptions {
     fn default() -> Self {
-        StdioOptions { max_line_bytes: 4 << 20, traffic: Traffic::default() }
+        StdioOptions { max_line_bytes: 4 << 20, max_batch: jsonrpc::MAX_BATCH, traffic: Traffic::default() }
     }
 }
 
@@ -124,7 +126,12 @@ pub async fn serve_on(
     let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new() });
     let done = CancellationToken::new();
     let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), link.closed.clone(), done.clone()));
-    let connection = Connection { server: CapsuleServer::new(shared), link: link.clone(), tasks: TaskTracker::new() };
+    let connection = Connection {
+        server: CapsuleServer::new(shared),
+        link: link.clone(),
+        tasks: TaskTracker::new(),
+        max_batch: options.max_batch,
+    };
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
     loop {
@@ -242,6 +249,7 @@ struct Connection {
     server: CapsuleServer,
     link: Arc<Link>,
     tasks: TaskTracker,
+    max_batch: usize,
 }
 
 impl Connection {
@@ -319,7 +327,8 @@ impl Connection {
 
     /// A batch: only on 2025-03-26 connections, never holding `initialize`.
     async fn batch(&self, items: Vec<Result<Message<'_>, Refusal>>) {
-        if let Err(refused) = jsonrpc::batch_allowed(self.server.negotiated().as_ref(), "connection") {
+        let size = (items.len(), self.max_batch);
+        if let Err(refused) = jsonrpc::batch_allowed(self.server.negotiated().as_ref(), "connection", size) {
             return self.link.write(jsonrpc::error(None, &refused)).await;
         }
         let mut answers: Vec<Answer> = Vec::new();

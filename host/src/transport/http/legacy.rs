@@ -42,12 +42,14 @@ fn no_session() -> Response {
     )
 }
 
-/// A POST for a legacy session (or one opening a session).
+/// A POST for a legacy session (or one opening a session); a batch holds at most `max_batch`
+/// messages.
 pub async fn post(
     table: &Arc<SessionTable>,
     headers: &HeaderMap,
     (client, caller, auth): (Option<IpAddr>, &Caller, Option<&Arc<Authenticator>>),
     body: &[u8],
+    max_batch: usize,
 ) -> Response {
     let incoming = match jsonrpc::read(body) {
         Ok(incoming) => incoming,
@@ -66,7 +68,7 @@ pub async fn post(
             initialize(table, (client, &sender), id, params).await
         }
         (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, &sender), auth).await,
-        (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender).await,
+        (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender, max_batch).await,
         (Incoming::Batch(_), None) => {
             let error = ErrorData::invalid_request(
                 format!(
@@ -232,8 +234,14 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Respons
 
 /// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
-async fn batch(session: &Arc<Session>, items: Vec<Result<Message<'_>, Refusal>>, sender: &Sender<'_>) -> Response {
-    if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session") {
+async fn batch(
+    session: &Arc<Session>,
+    items: Vec<Result<Message<'_>, Refusal>>,
+    sender: &Sender<'_>,
+    max_batch: usize,
+) -> Response {
+    let size = (items.len(), max_batch);
+    if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session", size) {
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
     let (tx, notes) = tokio::sync::mpsc::channel(64);

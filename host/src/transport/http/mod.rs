@@ -51,6 +51,8 @@ use session::SessionTable;
 pub struct HttpOptions {
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Most messages in one batch (2025-03-26 sessions).
+    pub max_batch: usize,
     /// Live legacy sessions allowed at once.
     pub max_sessions: usize,
     /// Idle time after which a legacy session is closed.
@@ -73,6 +75,7 @@ impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             max_body_bytes: 4 << 20,
+            max_batch: super::jsonrpc::MAX_BATCH,
             max_sessions: 10_000,
             session_idle: Duration::from_secs(30 * 60),
             allowed_hosts: Vec::new(),
@@ -377,7 +380,8 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         }
         None => {
             let client = parts.extensions.get::<listener::ClientAddr>().map(|a| a.0);
-            legacy::post(&endpoint.sessions, &parts.headers, (client, &caller, tenant.auth.as_ref()), &body).await
+            let sender = (client, &caller, tenant.auth.as_ref());
+            legacy::post(&endpoint.sessions, &parts.headers, sender, &body, door.options.max_batch).await
         }
     }
 }
