@@ -131,6 +131,10 @@ struct ServeArgs {
     /// Longest stdio line (one JSON-RPC message), in bytes; a longer one is answered with an error.
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = body_bytes, requires = "stdio")]
     max_line_bytes: usize,
+    /// With --stdio: most requests in flight (a batch counts once) before the next line waits;
+    /// a request waiting on the client's answer does not count.
+    #[arg(long, value_name = "N", default_value_t = crate::transport::stdio::MAX_IN_FLIGHT, value_parser = up_to_10k, requires = "stdio")]
+    max_in_flight: usize,
     /// Address for Streamable HTTP; MCP is served at /mcp.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
@@ -222,8 +226,8 @@ fn idle_seconds(text: &str) -> Result<u64, String> {
     (1..=86_400).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 86400".into())
 }
 
-/// A batch length from 1 to 10,000 messages.
-fn batch_len(text: &str) -> Result<usize, String> {
+/// A count from 1 to 10,000 (messages in a batch, requests in flight).
+fn up_to_10k(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
     (1..=10_000).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 10000".into())
 }
@@ -307,7 +311,7 @@ struct HttpArgs {
     max_body_bytes: usize,
     /// Most messages in one JSON-RPC batch (2025-03-26 clients, over HTTP and stdio); a longer
     /// batch is refused whole with -32600.
-    #[arg(long, value_name = "N", default_value_t = crate::transport::MAX_BATCH, value_parser = batch_len)]
+    #[arg(long, value_name = "N", default_value_t = crate::transport::MAX_BATCH, value_parser = up_to_10k)]
     max_batch: usize,
     /// Live legacy (initialize-based) sessions allowed at once.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = sessions)]
@@ -620,6 +624,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         let options = crate::transport::stdio::StdioOptions {
             max_line_bytes: args.max_line_bytes,
             max_batch: args.http.max_batch,
+            max_in_flight: args.max_in_flight,
             traffic: tenant.shared.metrics().traffic(&tenant.id, "pipe"),
         };
         // On the worker, not on this thread (the runtime's `block_on`): the worker drives the

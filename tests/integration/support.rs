@@ -530,6 +530,16 @@ impl StdioServer {
     pub fn close_input(&mut self) {
         drop(self.stdin.take());
     }
+
+    /// Stdout, for a test that reads it line by line itself.
+    pub fn stdout_mut(&mut self) -> &mut BufReader<std::process::ChildStdout> {
+        &mut self.stdout
+    }
+
+    /// Stdin itself, for a test that writes from another thread (closing it ends the input).
+    pub fn take_input(&mut self) -> std::process::ChildStdin {
+        self.stdin.take().expect("stdin open")
+    }
 }
 
 /// The admin endpoint of a server started with `--admin 127.0.0.1:0`.

@@ -107,6 +107,64 @@ fn a_big_batch_does_not_find_its_own_plugin_busy() {
     stdio.finish();
 }
 
+/// A client that writes requests and never reads the answers is stopped being read once
+/// `--max-in-flight` requests wait to be answered, instead of the server holding every
+/// answer (200,000 unread `tools/list` answers once took it past 3 GB); reading them lets it
+/// go on, and every request is answered.
+#[test]
+fn stdio_stops_reading_a_client_that_reads_no_answers() {
+    use std::io::{BufRead, Write};
+    let mut stdio = StdioServer::start_with(&["--max-in-flight", "4"]);
+    stdio.initialize("2025-11-25");
+    let mut input = stdio.take_input();
+    let count = 20_000;
+    let (done, written) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pings: String =
+            (0..count).map(|id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")).collect();
+        let _ = done.send(input.write_all(pings.as_bytes()).is_ok());
+    });
+    // Pipes and queues hold a few thousand of them; the rest wait for the answers to be read.
+    let stalled = written.recv_timeout(std::time::Duration::from_secs(2));
+    assert!(stalled.is_err(), "the server read every request although none of its answers was read");
+    let mut answered = 0;
+    let mut line = String::new();
+    while answered < count {
+        line.clear();
+        assert!(stdio.stdout_mut().read_line(&mut line).expect("read") > 0, "stdout ended after {answered} answers");
+        assert!(line.contains("\"result\":{}"), "{line}");
+        answered += 1;
+    }
+    assert_eq!(written.recv_timeout(std::time::Duration::from_secs(30)), Ok(true), "the rest was read");
+    stdio.finish();
+}
+
+/// A request waiting on the client's answer holds no place in flight: with one place, the
+/// client can still be asked something and send a request before it answers.
+#[test]
+fn stdio_a_request_waiting_on_the_client_holds_no_place() {
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let mut stdio =
+        StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"]);
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "t", "version": "1"}}}));
+    assert_eq!(stdio.read()["result"]["protocolVersion"], "2025-11-25");
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "test_elicitation", "arguments": {"message": "who are you?"}}}));
+    let asked = stdio.read();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(stdio.read()["id"], 3, "the ping is served while the call waits on the client");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}));
+    let answered = stdio.read();
+    assert_eq!(answered["id"], 2, "{answered}");
+    assert!(answered["result"].is_object(), "{answered}");
+    stdio.finish();
+}
+
 #[test]
 fn stdio_exits_cleanly_at_end_of_input_whenever_it_comes() {
     // Before anything at all.

@@ -8,7 +8,14 @@
 //! concurrently and are answered with one array; each batch collects its own answers, so two
 //! batches in flight may reuse ids. At the end of input, whenever it comes, what is still
 //! running finishes and is answered, then the server stops.
+//!
+//! Requests in flight are capped: past the cap the reader waits before it takes another, so
+//! a client that writes requests and never reads their answers stops being read rather than
+//! filling memory with answers. A request that waits on the client (roots, elicitation,
+//! sampling) gives its place up while it waits, for the client's answer is further down the
+//! input and the reader has to get to it.
 
+use std::cell::RefCell;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -16,7 +23,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -32,13 +39,20 @@ pub struct StdioOptions {
     pub max_line_bytes: usize,
     /// Most messages in one batch; a longer batch is answered with one error.
     pub max_batch: usize,
+    /// Most requests (a batch counts once) in flight before the reader waits.
+    pub max_in_flight: usize,
     /// Where the bytes read and written are counted.
     pub traffic: Traffic,
 }
 
 impl Default for StdioOptions {
     fn default() -> Self {
-        StdioOptions { max_line_bytes: 4 << 20, max_batch: jsonrpc::MAX_BATCH, traffic: Traffic::default() }
+        StdioOptions {
+            max_line_bytes: 4 << 20,
+            max_batch: jsonrpc::MAX_BATCH,
+            max_in_flight: MAX_IN_FLIGHT,
+            traffic: Traffic::default(),
+        }
     }
 }
 
@@ -47,6 +61,15 @@ type Answer = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// Messages waiting for the writer.
 const OUTPUT_QUEUE: usize = 1024;
+
+/// Requests in flight before the reader waits, unless the operator says otherwise.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+tokio::task_local! {
+    /// The place in flight of the request this task serves, given up while it waits on the
+    /// client (see [`Link::request`]).
+    static PLACE: RefCell<Option<OwnedSemaphorePermit>>;
+}
 
 /// Serve one client on stdin/stdout until it closes stdin.
 pub async fn serve(shared: Arc<Shared>, options: StdioOptions) -> anyhow::Result<()> {
@@ -123,7 +146,8 @@ pub async fn serve_on(
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) {
     let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
-    let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new() });
+    let places = Arc::new(Semaphore::new(options.max_in_flight));
+    let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new(), places });
     let done = CancellationToken::new();
     let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), link.closed.clone(), done.clone()));
     let connection = Connection {
@@ -271,14 +295,13 @@ impl Connection {
                         self.link.write(answer).await;
                     }
                 } else {
-                    self.tasks.spawn({
-                        let link = self.link.clone();
-                        async move {
-                            if let Some(answer) = answer.await {
-                                link.write(answer).await;
-                            }
+                    let place = self.link.place().await;
+                    let link = self.link.clone();
+                    self.tasks.spawn(PLACE.scope(RefCell::new(place), async move {
+                        if let Some(answer) = answer.await {
+                            link.write(answer).await;
                         }
-                    });
+                    }));
                 }
             }
             Ok(Incoming::Batch(items)) => self.batch(items).await,
@@ -342,11 +365,14 @@ impl Connection {
             return;
         }
         let link = self.link.clone();
+        // One place for the whole batch: its elements run a few at a time (`run_batch`).
+        let place = link.place().await;
         self.tasks.spawn(async move {
             let answers: Vec<Vec<u8>> = jsonrpc::run_batch(answers).await.into_iter().flatten().collect();
             if !answers.is_empty() {
                 link.write(jsonrpc::array(&answers)).await;
             }
+            drop(place);
         });
     }
 }
@@ -358,12 +384,20 @@ struct Link {
     pending: Pending,
     /// Fires when the input ends or the output fails.
     closed: CancellationToken,
+    /// Places for requests in flight (see the module's doc).
+    places: Arc<Semaphore>,
 }
 
 impl Link {
     /// Queue a message for the writer (dropped if the client is gone).
     async fn write(&self, message: Vec<u8>) {
         let _ = self.out.send(message).await;
+    }
+
+    /// A place for one more request in flight, once there is one (`None` only if the
+    /// semaphore were closed, which it never is).
+    async fn place(&self) -> Option<OwnedSemaphorePermit> {
+        self.places.clone().acquire_owned().await.ok()
     }
 
     /// The client is gone: fail every request waiting on it.
@@ -389,7 +423,15 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            self.pending.request(&request, &self.out, self.closed.cancelled()).await
+            // The request's place goes while it waits for the client, and it queues for one
+            // again after; a request that has none (taken inline) has nothing to give up.
+            let had = PLACE.try_with(|place| place.borrow_mut().take()).ok().flatten().is_some();
+            let answer = self.pending.request(&request, &self.out, self.closed.cancelled()).await;
+            if had {
+                let place = self.place().await;
+                let _ = PLACE.try_with(|slot| *slot.borrow_mut() = place);
+            }
+            answer
         })
     }
 
