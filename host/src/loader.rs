@@ -214,13 +214,14 @@ impl Loader {
         let task = async move {
             let started = std::time::Instant::now();
             let status = first.reload().await;
-            first.publisher.loaded();
             let served = status.plugins.iter().filter(|p| p.serving.is_some()).count();
             tracing::info!(
                 "plugins loaded: {served} of {} served, in {} ms",
                 status.plugins.len(),
                 started.elapsed().as_millis()
             );
+            // After the summary, so that whatever waited for the load logs after it.
+            first.publisher.loaded();
         };
         tokio::spawn(task.instrument(span));
         loader
