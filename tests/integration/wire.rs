@@ -425,7 +425,28 @@ impl RawEvents {
     }
 
     async fn open(client: &Client, last_event: Option<&str>) -> RawEvents {
-        let response = RawEvents::get(client, last_event).await;
+        RawEvents::of(RawEvents::get(client, last_event).await)
+    }
+
+    /// POST `message` on the client's session and read its SSE answer.
+    async fn post(client: &Client, message: &serde_json::Value) -> RawEvents {
+        let response = reqwest::Client::new()
+            .post(&client.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", client.session.as_deref().unwrap())
+            .header("mcp-protocol-version", &client.version)
+            .body(message.to_string())
+            .send()
+            .await
+            .unwrap();
+        let sse =
+            response.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        assert!(sse, "an SSE answer");
+        RawEvents::of(response)
+    }
+
+    fn of(response: reqwest::Response) -> RawEvents {
         assert_eq!(response.status(), 200);
         RawEvents { body: Box::pin(response.bytes_stream()), buffer: String::new() }
     }
@@ -515,6 +536,53 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
     let mut fresh = RawEvents::open(&client, Some("")).await;
     assert!(fresh.next(quiet).await.expect("a priming event").retry);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// SEP-1699: a 2025-11-25 session's POST answered with SSE opens with a priming event, and
+/// every event has an id naming the stream. When the connection breaks before the answer,
+/// the request goes on, and a GET with the last id seen delivers the rest through the
+/// answer, then ends. Older revisions' POST streams are as they were: no ids.
+#[tokio::test]
+async fn a_broken_post_stream_is_resumed_through_its_answer() {
+    let quiet = std::time::Duration::from_millis(800);
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
+    let mut post = RawEvents::post(&client, &call).await;
+    let priming = post.next(quiet).await.expect("a priming event");
+    assert!(priming.retry && priming.data.is_empty(), "{:?} {:?}", priming.id, priming.data);
+    let asked = post.next(quiet).await.expect("the elicitation request");
+    assert!(asked.data.contains("elicitation/create"), "{}", asked.data);
+    let (first, asked_id) = (priming.id.expect("an id"), asked.id.expect("an id"));
+    assert_ne!(first, asked_id);
+    // The connection breaks; the client answers the question and resumes after it.
+    drop(post);
+    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
+    let answer = client
+        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    // From the priming id, the stream again from its start; that connection breaks too.
+    let mut again = RawEvents::open(&client, Some(&first)).await;
+    assert_eq!(again.next(quiet).await.and_then(|e| e.id), Some(asked_id.clone()));
+    drop(again);
+    let mut resumed = RawEvents::open(&client, Some(&asked_id)).await;
+    let result = resumed.next(quiet).await.expect("the answer, after the event named");
+    assert!(result.data.contains("\"id\":7") && result.data.contains("\"result\""), "{}", result.data);
+    assert!(resumed.next(quiet).await.is_none(), "the resumed stream ends after the answer");
+    // A stream the session never had is refused.
+    assert_eq!(RawEvents::get(&client, Some("p99.1")).await.status(), 400);
+
+    // A 2025-06-18 session's SSE answer carries no ids, so there is nothing to resume.
+    let mut older = Client::new(&server.url);
+    older.initialize("2025-06-18", json!({"elicitation": {}})).await;
+    let mut post = RawEvents::post(&older, &call).await;
+    let asked = post.next(quiet).await.expect("the elicitation request first");
+    assert!(asked.id.is_none() && asked.data.contains("elicitation/create"), "{:?} {}", asked.id, asked.data);
 }
 
 /// Issue 12, item 3: a client that opens its stream and never reads it slows nobody down,

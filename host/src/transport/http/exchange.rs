@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use rmcp::ErrorData;
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use tokio::sync::mpsc;
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::jsonrpc;
 use super::super::pending::Pending;
+use super::resume::{PostStream, PostStreams};
 use crate::auth::Authenticator;
 use crate::mcp::{ClientLink, INSUFFICIENT_SCOPE, LinkError, LinkFuture};
 
@@ -78,10 +79,17 @@ pub enum OnDrop {
     Cancel(CancellationToken),
 }
 
-/// Run `work` and answer: JSON if it finishes before anything is sent, else SSE.
-/// The work runs on a task of its own, so that a plugin call moved to its own thread (see
-/// `runtime::offload`) does not hold up the stream its notifications travel on.
-pub async fn respond<W>(work: W, mut notes: mpsc::Receiver<Vec<u8>>, on_drop: OnDrop) -> Response
+/// Run `work` and answer: JSON if it finishes before anything is sent, else SSE. With
+/// `resumable` (a session's POST streams), an SSE answer can be resumed after a broken
+/// connection (see `resume`). The work runs on a task of its own, so that a plugin call
+/// moved to its own thread (see `runtime::offload`) does not hold up the stream its
+/// notifications travel on.
+pub async fn respond<W>(
+    work: W,
+    mut notes: mpsc::Receiver<Vec<u8>>,
+    on_drop: OnDrop,
+    resumable: Option<&PostStreams>,
+) -> Response
 where
     W: Future<Output = Answer> + Send + 'static,
 {
@@ -90,12 +98,15 @@ where
     let mut work = Box::pin(Spawned { task: tokio::spawn(Box::pin(work)), on_drop });
     tokio::select! {
         biased;
-        Some(first) = notes.recv() => {
-            let replies = Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() };
-            let mut response = Sse::new(replies).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
-            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-            response
-        }
+        Some(first) = notes.recv() => match resumable {
+            Some(posts) => {
+                let stream = posts.open();
+                let priming = Ok(stream.priming());
+                tokio::spawn(keep(stream.clone(), first, work, notes));
+                sse(futures::stream::iter([priming]).chain(stream.events(0)))
+            }
+            None => sse(Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() }),
+        },
         answer = &mut work => match answer.messages.len() {
             0 => StatusCode::ACCEPTED.into_response(),
             1 if !answer.batch => {
@@ -108,6 +119,39 @@ where
             _ => json(answer.status, jsonrpc::array(&answer.messages)),
         },
     }
+}
+
+/// An SSE response of `events`.
+pub fn sse(events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
+    let mut response = Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// Put what a POST's work sends, then its answers, into its resumable stream, whether or not
+/// the client is still reading it.
+async fn keep(
+    stream: Arc<PostStream>,
+    first: Vec<u8>,
+    mut work: Pin<Box<Spawned>>,
+    mut notes: mpsc::Receiver<Vec<u8>>,
+) {
+    stream.push(first);
+    let answer = loop {
+        tokio::select! {
+            biased;
+            Some(note) = notes.recv() => stream.push(note),
+            answer = &mut work => break answer,
+        }
+    };
+    // Every notification was queued before the answer was ready.
+    while let Ok(note) = notes.try_recv() {
+        stream.push(note);
+    }
+    for message in answer.messages {
+        stream.push(message);
+    }
+    stream.finish();
 }
 
 /// A POST's work on its own task; dropping it does what `on_drop` says.

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::ErrorData;
@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, OnDrop, json};
+use super::resume::{PostStreams, RETRY};
 use super::session::{Session, SessionTable};
 use super::text;
 use crate::auth::{Authenticator, Principal};
@@ -67,7 +68,9 @@ pub async fn post(
         (Incoming::Single(Message::Request { id, method, params }), None) if method == "initialize" => {
             initialize(table, (client, &sender), id, params).await
         }
-        (Incoming::Single(message), Some(session)) => exchange_for(one(&session, message, &sender), auth).await,
+        (Incoming::Single(message), Some(session)) => {
+            exchange_for(one(&session, message, &sender), auth, resumable(&session)).await
+        }
         (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender, max_batch).await,
         (Incoming::Batch(_), None) => {
             let error = ErrorData::invalid_request(
@@ -213,9 +216,21 @@ enum OneOf {
     Done(Work),
 }
 
+/// The session's POST streams, if its revision lets a client resume them (SEP-1699,
+/// 2025-11-25 on).
+fn resumable(session: &Session) -> Option<&PostStreams> {
+    primes(session).then_some(&session.posts)
+}
+
+/// Whether the session's streams open with a priming event (SEP-1699, 2025-11-25 on).
+fn primes(session: &Session) -> bool {
+    session.server.negotiated().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str())
+}
+
 /// Answer one message of a session. The work runs on its own task: a client that
-/// disconnects does not cancel its request (it cancels with `notifications/cancelled`).
-async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Response {
+/// disconnects does not cancel its request (it cancels with `notifications/cancelled`),
+/// and on a `resumable` session it can take up the answer's stream again with a GET.
+async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>, resumable: Option<&PostStreams>) -> Response {
     match work {
         OneOf::Done(work) => {
             work.await;
@@ -227,7 +242,7 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>) -> Respons
                 let (message, needed) = work.await.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
                 exchange::refused_for_scope(Answer::one(StatusCode::OK, message), needed, auth.as_deref())
             };
-            exchange::respond(work, notes, OnDrop::Detach).await
+            exchange::respond(work, notes, OnDrop::Detach, resumable).await
         }
     }
 }
@@ -271,7 +286,8 @@ async fn batch(
         let messages = jsonrpc::run_batch(works).await.into_iter().flatten().map(|w| w.message).collect();
         Answer { status: StatusCode::OK, challenge: None, messages, batch: true }
     };
-    exchange::respond(work, notes, OnDrop::Detach).await
+    // Batches belong to 2025-03-26, before streams could be resumed.
+    exchange::respond(work, notes, OnDrop::Detach, None).await
 }
 
 /// GET: the session's stream of what belongs to no request.
@@ -280,6 +296,13 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
     // An empty id is no id (an EventSource that saw none sends none).
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    // A POST stream's id resumes that stream, through its answer; the session's own GET
+    // stream is left as it is.
+    match resume.map(|id| session.posts.find(id)) {
+        Some(Ok(Some((stream, after)))) => return exchange::sse(stream.events(after)),
+        Some(Err(())) => return text(400, "Bad Request: Last-Event-ID names a stream this session no longer keeps"),
+        _ => {}
+    }
     // An id this session never issued would silence the stream (nothing comes after it).
     let after = match resume.map(str::parse::<u64>) {
         None => None,
@@ -287,15 +310,10 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
         Some(_) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
-    let primes = session.server.negotiated().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str());
     let start = after.unwrap_or_else(|| session.delivered());
-    let priming = (primes && after.is_none())
-        .then(|| Ok(Event::default().id(start.to_string()).retry(std::time::Duration::from_secs(3)).data("")));
-    let stream = futures::stream::iter(priming).chain(session.attach(start));
-    let mut response =
-        Sse::new(stream).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15))).into_response();
-    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    let priming =
+        (primes(&session) && after.is_none()).then(|| Ok(Event::default().id(start.to_string()).retry(RETRY).data("")));
+    exchange::sse(futures::stream::iter(priming).chain(session.attach(start)))
 }
 
 /// DELETE: end the session.

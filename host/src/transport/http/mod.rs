@@ -19,6 +19,7 @@ mod headers;
 mod legacy;
 mod listener;
 mod modern;
+mod resume;
 mod session;
 
 use std::collections::HashMap;

@@ -86,7 +86,7 @@ pub async fn serve(
             }
         }
     };
-    exchange::respond(work, notes, OnDrop::Cancel(cancelled)).await
+    exchange::respond(work, notes, OnDrop::Cancel(cancelled), None).await
 }
 
 /// `declared`, if it names no revision this server knows.

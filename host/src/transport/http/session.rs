@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
+use super::resume::PostStreams;
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
 use crate::telemetry::Metrics;
@@ -49,6 +50,8 @@ pub struct Session {
     seen: AtomicU64,
     /// Fires when the session ends (DELETE, expiry, shutdown).
     pub ended: CancellationToken,
+    /// Its POST streams that can be resumed (2025-11-25 and later).
+    pub posts: PostStreams,
     /// When `initialize` made it.
     opened: Instant,
 }
@@ -334,6 +337,7 @@ impl SessionTable {
             return Err(Full::Server(self.cap));
         }
         let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
+        let ended = self.shutdown.child_token();
         let session = Arc::new(Session {
             id,
             client,
@@ -343,7 +347,8 @@ impl SessionTable {
             events: Mutex::default(),
             wake: Notify::new(),
             seen: AtomicU64::new(self.now()),
-            ended: self.shutdown.child_token(),
+            ended: ended.clone(),
+            posts: PostStreams::new(ended),
             opened: Instant::now(),
         });
         live.insert(session.clone());

@@ -1,0 +1,233 @@
+//! POST streams a client can resume (SEP-1699, sessions of 2025-11-25 and later). When a
+//! session's POST is answered with SSE, the stream opens with a priming event (an id, empty
+//! data, a `retry`), and every event after it has an id naming the stream and its place
+//! (`p3.7`: stream 3, event 7). What the request sends is kept in the session, not only
+//! written to the connection, so if the connection breaks before the answer the client can
+//! `GET` with `Last-Event-ID: p3.7` and receive what came after, through the answer. A
+//! broken connection is not a cancelled request, so the work goes on meanwhile.
+//!
+//! Each stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them; a session
+//! keeps its newest [`STREAMS`] streams, and forgets finished ones [`FORGET_AFTER`] after
+//! they finish. (A stream read to its end is not forgotten then: the server cannot tell
+//! whether the bytes reached a client that had already gone.)
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::response::sse::Event;
+use futures::Stream;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Events one POST stream keeps for a resume.
+const KEPT: usize = 64;
+/// Bytes of events one POST stream keeps for a resume (the newest event is always kept).
+const KEPT_BYTES: usize = 64 << 10;
+/// POST streams a session keeps.
+const STREAMS: usize = 8;
+/// How long a finished stream can still be resumed: many times the `retry` a client is asked
+/// to wait before it reconnects.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+/// What the priming event asks a client to wait before it reconnects.
+pub const RETRY: Duration = Duration::from_secs(3);
+
+/// The POST streams of one session.
+pub struct PostStreams {
+    kept: Mutex<Kept>,
+    /// Fires when the session ends: resumed streams end with it.
+    ended: CancellationToken,
+}
+
+#[derive(Default)]
+struct Kept {
+    next: u64,
+    streams: VecDeque<Arc<PostStream>>,
+}
+
+impl PostStreams {
+    pub fn new(ended: CancellationToken) -> PostStreams {
+        PostStreams { kept: Mutex::default(), ended }
+    }
+
+    /// A new stream, forgetting the oldest if the session keeps too many.
+    pub fn open(&self) -> Arc<PostStream> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.next += 1;
+        let now = Instant::now();
+        kept.streams.retain(|stream| stream.finished().is_none_or(|at| now.duration_since(at) < FORGET_AFTER));
+        if kept.streams.len() >= STREAMS {
+            kept.streams.pop_front();
+        }
+        let stream = Arc::new(PostStream {
+            number: kept.next,
+            buffer: Mutex::default(),
+            wake: Notify::new(),
+            ended: self.ended.clone(),
+        });
+        kept.streams.push_back(stream.clone());
+        stream
+    }
+
+    /// The stream an event id names, and the place after which to resume, if the id is one
+    /// of a POST stream this session still keeps. `Err` for a POST stream id it does not
+    /// (any more); `Ok(None)` for an id that is not a POST stream's at all.
+    pub fn find(&self, id: &str) -> Result<Option<(Arc<PostStream>, u64)>, ()> {
+        let Some((number, place)) = parse(id) else { return Ok(None) };
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?;
+        Ok(Some((stream.clone(), place)))
+    }
+}
+
+/// `p{stream}.{place}`, as [`PostStream`] writes event ids.
+fn parse(id: &str) -> Option<(u64, u64)> {
+    let (number, place) = id.strip_prefix('p')?.split_once('.')?;
+    Some((number.parse().ok()?, place.parse().ok()?))
+}
+
+/// One POST's stream: the messages its request sent, then its answers.
+pub struct PostStream {
+    number: u64,
+    buffer: Mutex<Buffer>,
+    wake: Notify,
+    ended: CancellationToken,
+}
+
+#[derive(Default)]
+struct Buffer {
+    events: VecDeque<(u64, Arc<str>)>,
+    bytes: usize,
+    last: u64,
+    finished: Option<Instant>,
+}
+
+impl PostStream {
+    /// The priming event: an id to resume from before anything was sent, and how long to
+    /// wait before reconnecting.
+    pub fn priming(&self) -> Event {
+        Event::default().id(self.id(0)).retry(RETRY).data("")
+    }
+
+    fn id(&self, place: u64) -> String {
+        format!("p{}.{place}", self.number)
+    }
+
+    /// Add a message (serialised JSON) to the stream.
+    pub fn push(&self, message: Vec<u8>) {
+        let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        buffer.last += 1;
+        let place = buffer.last;
+        buffer.bytes += message.len();
+        buffer.events.push_back((place, String::from_utf8(message).unwrap_or_default().into()));
+        while buffer.events.len() > KEPT || (buffer.bytes > KEPT_BYTES && buffer.events.len() > 1) {
+            if let Some((_, dropped)) = buffer.events.pop_front() {
+                buffer.bytes -= dropped.len();
+            }
+        }
+        drop(buffer);
+        self.wake.notify_waiters();
+    }
+
+    /// Nothing more will be added: readers end once they have read it all.
+    pub fn finish(&self) {
+        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).finished = Some(Instant::now());
+        self.wake.notify_waiters();
+    }
+
+    fn finished(&self) -> Option<Instant> {
+        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).finished
+    }
+
+    /// The events after `after` (those still kept), then each as it is added, until the
+    /// stream is finished and read, or the session ends.
+    pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
+        futures::stream::unfold((self.clone(), after), |(stream, cursor)| async move {
+            // The waiter borrows this one; the state moves on to the next step.
+            let waker = stream.clone();
+            loop {
+                let notified = waker.wake.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some((place, message)) = buffer.events.iter().find(|(place, _)| *place > cursor) {
+                        let (place, event) = (*place, Event::default().id(stream.id(*place)).data(&**message));
+                        drop(buffer);
+                        return Some((Ok(event), (stream, place)));
+                    }
+                    if buffer.finished.is_some() || stream.ended.is_cancelled() {
+                        return None;
+                    }
+                }
+                tokio::select! {
+                    () = notified => {}
+                    () = waker.ended.cancelled() => return None,
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    #[tokio::test]
+    async fn a_stream_resumes_after_the_last_event_seen_and_ends_when_finished() {
+        let streams = PostStreams::new(CancellationToken::new());
+        let stream = streams.open();
+        stream.push(b"{\"a\":1}".to_vec());
+        stream.push(b"{\"a\":2}".to_vec());
+        stream.push(b"{\"a\":3}".to_vec());
+        stream.finish();
+        let (found, after) = streams.find("p1.1").expect("kept").expect("a POST stream id");
+        assert_eq!(after, 1);
+        let rest: Vec<_> = found.events(after).collect().await;
+        assert_eq!(rest.len(), 2, "events 2 and 3, then the end");
+        assert!(matches!(streams.find("7"), Ok(None)), "a GET stream id is not a POST stream's");
+        assert!(streams.find("p9.1").is_err(), "a stream this session does not keep");
+        assert_eq!(parse("p12.0"), Some((12, 0)));
+        assert_eq!(parse("p12"), None);
+        assert_eq!(parse("q1.2"), None);
+    }
+
+    #[tokio::test]
+    async fn a_session_keeps_its_newest_streams_and_their_newest_events() {
+        let streams = PostStreams::new(CancellationToken::new());
+        for _ in 0..STREAMS + 2 {
+            streams.open().finish();
+        }
+        assert!(streams.find("p1.0").is_err() && streams.find("p2.0").is_err());
+        assert!(streams.find(&format!("p{}.0", STREAMS + 2)).is_ok_and(|s| s.is_some()));
+        let stream = streams.open();
+        for n in 0..KEPT + 10 {
+            stream.push(format!("{n}").into_bytes());
+        }
+        stream.finish();
+        assert_eq!(stream.events(0).collect::<Vec<_>>().await.len(), KEPT);
+        let stream = streams.open();
+        for _ in 0..4 {
+            stream.push(vec![b'x'; KEPT_BYTES / 3]);
+        }
+        stream.push(vec![b'y'; 2 * KEPT_BYTES]);
+        stream.finish();
+        assert_eq!(stream.events(0).collect::<Vec<_>>().await.len(), 1, "only the newest, too big alone");
+    }
+
+    #[tokio::test]
+    async fn a_reader_waits_for_more_and_the_session_ending_ends_it() {
+        let ended = CancellationToken::new();
+        let streams = PostStreams::new(ended.clone());
+        let stream = streams.open();
+        let mut events = Box::pin(stream.events(0));
+        stream.push(b"1".to_vec());
+        assert!(events.next().await.is_some());
+        let waiting = tokio::spawn(async move { events.next().await.is_none() });
+        tokio::task::yield_now().await;
+        ended.cancel();
+        assert!(waiting.await.expect("the reader"), "the stream ends with its session");
+    }
+}
