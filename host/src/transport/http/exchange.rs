@@ -136,20 +136,20 @@ async fn keep(
     mut work: Pin<Box<Spawned>>,
     mut notes: mpsc::Receiver<Vec<u8>>,
 ) {
-    stream.push(first);
+    stream.push(first).await;
     let answer = loop {
         tokio::select! {
             biased;
-            Some(note) = notes.recv() => stream.push(note),
+            Some(note) = notes.recv() => stream.push(note).await,
             answer = &mut work => break answer,
         }
     };
     // Every notification was queued before the answer was ready.
     while let Ok(note) = notes.try_recv() {
-        stream.push(note);
+        stream.push(note).await;
     }
     for message in answer.messages {
-        stream.push(message);
+        stream.push(message).await;
     }
     stream.finish();
 }

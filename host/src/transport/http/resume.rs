@@ -6,7 +6,9 @@
 //! `GET` with `Last-Event-ID: p3.7` and receive what came after, through the answer. A
 //! broken connection is not a cancelled request, so the work goes on meanwhile.
 //!
-//! Each stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them; a session
+//! While a client reads the stream, the request waits for it rather than outrun it (as a
+//! stream without ids did), so nothing it has not read is dropped. Once nobody reads, each
+//! stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them; a session
 //! keeps its newest [`STREAMS`] streams, and forgets finished ones [`FORGET_AFTER`] after
 //! they finish. (A stream read to its end is not forgotten then: the server cannot tell
 //! whether the bytes reached a client that had already gone.)
@@ -100,7 +102,23 @@ struct Buffer {
     events: VecDeque<(u64, Arc<str>)>,
     bytes: usize,
     last: u64,
+    /// The newest place a reader has taken.
+    taken: u64,
+    /// Readers attached now.
+    readers: usize,
     finished: Option<Instant>,
+}
+
+impl Buffer {
+    /// Whether `len` more bytes fit beside what readers have not taken yet.
+    fn room_for(&self, len: usize) -> bool {
+        let (count, bytes) = self
+            .events
+            .iter()
+            .filter(|(place, _)| *place > self.taken)
+            .fold((0, 0), |(count, bytes), (_, message)| (count + 1, bytes + message.len()));
+        count == 0 || (count < KEPT && bytes + len <= KEPT_BYTES)
+    }
 }
 
 impl PostStream {
@@ -114,8 +132,25 @@ impl PostStream {
         format!("p{}.{place}", self.number)
     }
 
-    /// Add a message (serialised JSON) to the stream.
-    pub fn push(&self, message: Vec<u8>) {
+    /// Add a message (serialised JSON) to the stream, once a reader (if one is attached) has
+    /// taken enough for it to fit. Readers read in order, so what is dropped to stay within
+    /// bounds is what they took, unless nobody reads.
+    pub async fn push(&self, message: Vec<u8>) {
+        loop {
+            let notified = self.wake.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                if buffer.readers == 0 || buffer.room_for(message.len()) {
+                    break;
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = self.ended.cancelled() => break,
+            }
+        }
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
         buffer.last += 1;
         let place = buffer.last;
@@ -143,19 +178,24 @@ impl PostStream {
     /// The events after `after` (those still kept), then each as it is added, until the
     /// stream is finished and read, or the session ends.
     pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
-        futures::stream::unfold((self.clone(), after), |(stream, cursor)| async move {
+        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).readers += 1;
+        let reading = Reading(self.clone());
+        futures::stream::unfold((reading, after), |(reading, cursor)| async move {
             // The waiter borrows this one; the state moves on to the next step.
-            let waker = stream.clone();
+            let stream = reading.0.clone();
             loop {
-                let notified = waker.wake.notified();
+                let notified = stream.wake.notified();
                 let mut notified = std::pin::pin!(notified);
                 notified.as_mut().enable();
                 {
-                    let buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some((place, message)) = buffer.events.iter().find(|(place, _)| *place > cursor) {
                         let (place, event) = (*place, Event::default().id(stream.id(*place)).data(&**message));
+                        buffer.taken = buffer.taken.max(place);
                         drop(buffer);
-                        return Some((Ok(event), (stream, place)));
+                        // A push may be waiting for this room.
+                        stream.wake.notify_waiters();
+                        return Some((Ok(event), (reading, place)));
                     }
                     if buffer.finished.is_some() || stream.ended.is_cancelled() {
                         return None;
@@ -163,10 +203,23 @@ impl PostStream {
                 }
                 tokio::select! {
                     () = notified => {}
-                    () = waker.ended.cancelled() => return None,
+                    () = stream.ended.cancelled() => return None,
                 }
             }
         })
+    }
+}
+
+/// A reader attached to a stream, for as long as it lives.
+struct Reading(Arc<PostStream>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        let mut buffer = self.0.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        buffer.readers = buffer.readers.saturating_sub(1);
+        drop(buffer);
+        // A push waiting for this reader need not any more.
+        self.0.wake.notify_waiters();
     }
 }
 
@@ -179,9 +232,9 @@ mod tests {
     async fn a_stream_resumes_after_the_last_event_seen_and_ends_when_finished() {
         let streams = PostStreams::new(CancellationToken::new());
         let stream = streams.open();
-        stream.push(b"{\"a\":1}".to_vec());
-        stream.push(b"{\"a\":2}".to_vec());
-        stream.push(b"{\"a\":3}".to_vec());
+        stream.push(b"{\"a\":1}".to_vec()).await;
+        stream.push(b"{\"a\":2}".to_vec()).await;
+        stream.push(b"{\"a\":3}".to_vec()).await;
         stream.finish();
         let (found, after) = streams.find("p1.1").expect("kept").expect("a POST stream id");
         assert_eq!(after, 1);
@@ -204,17 +257,44 @@ mod tests {
         assert!(streams.find(&format!("p{}.0", STREAMS + 2)).is_ok_and(|s| s.is_some()));
         let stream = streams.open();
         for n in 0..KEPT + 10 {
-            stream.push(format!("{n}").into_bytes());
+            stream.push(format!("{n}").into_bytes()).await;
         }
         stream.finish();
         assert_eq!(stream.events(0).collect::<Vec<_>>().await.len(), KEPT);
         let stream = streams.open();
         for _ in 0..4 {
-            stream.push(vec![b'x'; KEPT_BYTES / 3]);
+            stream.push(vec![b'x'; KEPT_BYTES / 3]).await;
         }
-        stream.push(vec![b'y'; 2 * KEPT_BYTES]);
+        stream.push(vec![b'y'; 2 * KEPT_BYTES]).await;
         stream.finish();
         assert_eq!(stream.events(0).collect::<Vec<_>>().await.len(), 1, "only the newest, too big alone");
+    }
+
+    #[tokio::test]
+    async fn a_request_waits_for_its_reader_and_nothing_unread_is_dropped() {
+        let streams = PostStreams::new(CancellationToken::new());
+        let stream = streams.open();
+        let mut events = Box::pin(stream.events(0));
+        let writer = stream.clone();
+        let pushed = tokio::spawn(async move {
+            for n in 0..3 * KEPT {
+                writer.push(format!("{n}").into_bytes()).await;
+            }
+            writer.finish();
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!pushed.is_finished(), "the request outran a reader that reads nothing");
+        let mut read = 0;
+        while events.next().await.is_some() {
+            read += 1;
+        }
+        assert_eq!(read, 3 * KEPT, "every event reached the reader");
+        pushed.await.expect("the pushes");
+        // With nobody reading, pushes never wait.
+        let alone = streams.open();
+        for n in 0..3 * KEPT {
+            alone.push(format!("{n}").into_bytes()).await;
+        }
     }
 
     #[tokio::test]
@@ -223,7 +303,7 @@ mod tests {
         let streams = PostStreams::new(ended.clone());
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
-        stream.push(b"1".to_vec());
+        stream.push(b"1".to_vec()).await;
         assert!(events.next().await.is_some());
         let waiting = tokio::spawn(async move { events.next().await.is_none() });
         tokio::task::yield_now().await;
