@@ -12,6 +12,7 @@
 //! (`exchange`).
 
 mod auth;
+mod body;
 mod checks;
 mod counted;
 mod exchange;
@@ -33,7 +34,6 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use http_body_util::BodyExt;
 use rmcp::ErrorData;
 use rmcp::model::ProtocolVersion;
 use tokio::net::TcpListener;
@@ -355,20 +355,14 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
         exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error))
     };
-    // A Content-Length over the limit is refused at once, not after waiting for the body.
-    if http_body::Body::size_hint(&body).lower() > limit as u64 {
-        return too_large();
-    }
-    let read = http_body_util::Limited::new(body, limit).collect();
-    let body = match tokio::time::timeout(door.options.body_timeout, read).await {
-        Ok(Ok(collected)) => {
-            let body = collected.to_bytes();
+    let body = match tokio::time::timeout(door.options.body_timeout, body::read(body, limit)).await {
+        Ok(Ok(body)) => {
             endpoint.traffic.received(body.len());
             body
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Ok(Err(body::Refused::TooLarge)) => return too_large(),
         // A body cut short (the client closed before its Content-Length), or a broken chunk.
-        Ok(Err(e)) => {
+        Ok(Err(body::Refused::Broken(e))) => {
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
             return exchange::json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
         }
