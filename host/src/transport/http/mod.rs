@@ -22,6 +22,7 @@ mod listener;
 mod modern;
 mod resume;
 mod session;
+mod watch;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

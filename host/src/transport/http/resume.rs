@@ -23,6 +23,8 @@ use futures::Stream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::watch::{self, Look};
+
 /// Events one POST stream keeps for a resume.
 const KEPT: usize = 64;
 /// Bytes of events one POST stream keeps for a resume (the newest event is always kept).
@@ -136,21 +138,12 @@ impl PostStream {
     /// taken enough for it to fit. Readers read in order, so what is dropped to stay within
     /// bounds is what they took, unless nobody reads.
     pub async fn push(&self, message: Vec<u8>) {
-        loop {
-            let notified = self.wake.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
-                if buffer.readers == 0 || buffer.room_for(message.len()) {
-                    break;
-                }
-            }
-            tokio::select! {
-                () = notified => {}
-                () = self.ended.cancelled() => break,
-            }
-        }
+        // Once the session has ended nobody can read, and the message is kept like any other.
+        let _ = watch::until(&self.wake, &self.ended, || {
+            let buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+            if buffer.readers == 0 || buffer.room_for(message.len()) { Look::Ready(()) } else { Look::Wait }
+        })
+        .await;
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
         buffer.last += 1;
         let place = buffer.last;
@@ -181,31 +174,21 @@ impl PostStream {
         self.buffer.lock().unwrap_or_else(|e| e.into_inner()).readers += 1;
         let reading = Reading(self.clone());
         futures::stream::unfold((reading, after), |(reading, cursor)| async move {
-            // The waiter borrows this one; the state moves on to the next step.
+            // The watcher borrows this one; the state moves on to the next step.
             let stream = reading.0.clone();
-            loop {
-                let notified = stream.wake.notified();
-                let mut notified = std::pin::pin!(notified);
-                notified.as_mut().enable();
-                {
-                    let mut buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some((place, message)) = buffer.events.iter().find(|(place, _)| *place > cursor) {
-                        let (place, event) = (*place, Event::default().id(stream.id(*place)).data(&**message));
-                        buffer.taken = buffer.taken.max(place);
-                        drop(buffer);
-                        // A push may be waiting for this room.
-                        stream.wake.notify_waiters();
-                        return Some((Ok(event), (reading, place)));
-                    }
-                    if buffer.finished.is_some() || stream.ended.is_cancelled() {
-                        return None;
-                    }
+            let next = watch::until(&stream.wake, &stream.ended, || {
+                let mut buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((place, message)) = buffer.events.iter().find(|(place, _)| *place > cursor) {
+                    let (place, event) = (*place, Event::default().id(stream.id(*place)).data(&**message));
+                    buffer.taken = buffer.taken.max(place);
+                    return Look::Ready((place, event));
                 }
-                tokio::select! {
-                    () = notified => {}
-                    () = stream.ended.cancelled() => return None,
-                }
-            }
+                if buffer.finished.is_some() || stream.ended.is_cancelled() { Look::Over } else { Look::Wait }
+            });
+            let (place, event) = next.await?;
+            // A push may be waiting for the room this made.
+            stream.wake.notify_waiters();
+            Some((Ok(event), (reading, place)))
         })
     }
 }

@@ -25,6 +25,7 @@ use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
 use super::resume::PostStreams;
+use super::watch::{self, Look};
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
 use crate::telemetry::Metrics;
@@ -106,26 +107,18 @@ impl Session {
         let open = StreamOpen(self.clone());
         futures::stream::unfold((open, after), move |(open, cursor)| async move {
             let session = open.0.clone();
-            loop {
-                let notified = session.wake.notified();
-                let mut notified = std::pin::pin!(notified);
-                notified.as_mut().enable();
-                {
-                    let mut ring = session.events.lock().unwrap_or_else(|e| e.into_inner());
-                    if ring.stream != generation || session.ended.is_cancelled() {
-                        return None;
-                    }
-                    if let Some((id, message)) = ring.events.iter().find(|(id, _)| *id > cursor) {
-                        let (id, event) = (*id, Event::default().id(id.to_string()).data(&**message));
-                        ring.delivered = ring.delivered.max(id);
-                        return Some((Ok(event), (open, id)));
-                    }
+            let next = watch::until(&session.wake, &session.ended, || {
+                let mut ring = session.events.lock().unwrap_or_else(|e| e.into_inner());
+                if ring.stream != generation || session.ended.is_cancelled() {
+                    return Look::Over;
                 }
-                tokio::select! {
-                    () = notified => {}
-                    () = session.ended.cancelled() => return None,
-                }
-            }
+                let Some((id, message)) = ring.events.iter().find(|(id, _)| *id > cursor) else { return Look::Wait };
+                let (id, event) = (*id, Event::default().id(id.to_string()).data(&**message));
+                ring.delivered = ring.delivered.max(id);
+                Look::Ready((id, event))
+            });
+            let (id, event) = next.await?;
+            Some((Ok(event), (open, id)))
         })
     }
 
