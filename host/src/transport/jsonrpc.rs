@@ -31,14 +31,14 @@ pub fn batch_allowed(
     holder: &str,
     (len, max): (usize, usize),
 ) -> Result<(), ErrorData> {
-    match negotiated {
-        Some(version) if *version == ProtocolVersion::V_2025_03_26 && len <= max => Ok(()),
-        Some(version) if *version == ProtocolVersion::V_2025_03_26 => Err(ErrorData::invalid_request(
-            format!("Invalid Request: a batch may hold at most {max} messages; this one holds {len}"),
-            None,
-        )),
-        _ => Err(batch_refused(negotiated, holder)),
+    if negotiated != Some(&ProtocolVersion::V_2025_03_26) {
+        return Err(batch_refused(negotiated, holder));
     }
+    if len > max {
+        let message = format!("Invalid Request: a batch may hold at most {max} messages; this one holds {len}");
+        return Err(ErrorData::invalid_request(message, None));
+    }
+    Ok(())
 }
 
 /// The refusal of a batch from a client of another revision (none: one that negotiated nothing).

@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::ErrorData;
@@ -16,7 +15,7 @@ use serde_json::value::RawValue;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, OnDrop, json};
-use super::resume::{PostStreams, RETRY};
+use super::resume::{self, PostStreams};
 use super::session::{Session, SessionTable};
 use super::text;
 use crate::auth::{Authenticator, Principal};
@@ -311,8 +310,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
     let start = after.unwrap_or_else(|| session.delivered());
-    let priming =
-        (primes(&session) && after.is_none()).then(|| Ok(Event::default().id(start.to_string()).retry(RETRY).data("")));
+    let priming = (primes(&session) && after.is_none()).then(|| Ok(resume::priming(start.to_string())));
     exchange::sse(futures::stream::iter(priming).chain(session.attach(start)))
 }
 

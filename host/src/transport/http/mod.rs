@@ -352,16 +352,15 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
         return text(415, "Unsupported Media Type: Content-Encoding is not supported");
     }
     let limit = door.options.max_body_bytes;
-    let too_large = || {
-        let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
-        exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error))
-    };
     let body = match tokio::time::timeout(door.options.body_timeout, body::read(body, limit)).await {
         Ok(Ok(body)) => {
             endpoint.traffic.received(body.len());
             body
         }
-        Ok(Err(body::Refused::TooLarge)) => return too_large(),
+        Ok(Err(body::Refused::TooLarge)) => {
+            let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
+            return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
+        }
         // A body cut short (the client closed before its Content-Length), or a broken chunk.
         Ok(Err(body::Refused::Broken(e))) => {
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);

@@ -34,8 +34,14 @@ const STREAMS: usize = 8;
 /// How long a finished stream can still be resumed: many times the `retry` a client is asked
 /// to wait before it reconnects.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
-/// What the priming event asks a client to wait before it reconnects.
-pub const RETRY: Duration = Duration::from_secs(3);
+/// What a priming event asks a client to wait before it reconnects.
+const RETRY: Duration = Duration::from_secs(3);
+
+/// A priming event (SEP-1699), for a POST stream or a session's GET stream: `id` to resume
+/// from before anything was sent, and how long to wait before reconnecting.
+pub fn priming(id: String) -> Event {
+    Event::default().id(id).retry(RETRY).data("")
+}
 
 /// The POST streams of one session.
 pub struct PostStreams {
@@ -124,10 +130,9 @@ impl Buffer {
 }
 
 impl PostStream {
-    /// The priming event: an id to resume from before anything was sent, and how long to
-    /// wait before reconnecting.
+    /// The stream's priming event.
     pub fn priming(&self) -> Event {
-        Event::default().id(self.id(0)).retry(RETRY).data("")
+        priming(self.id(0))
     }
 
     fn id(&self, place: u64) -> String {
