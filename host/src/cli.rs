@@ -266,6 +266,11 @@ struct LimitArgs {
     /// Plugin instances alive at once, across all plugins.
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES as i64))]
     max_instances: u32,
+    /// Instances idle request workers build ahead, beyond --max-instances: a worker with
+    /// nothing to do builds the fresh instance the next call to the plugin it last served
+    /// will take, off that call's path. At most one per worker; 0 builds none.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=1_024))]
+    spare_instances: u32,
     /// Keep compiled plugins here, keyed by content hash (default: $XDG_CACHE_HOME/capsule or
     /// ~/.cache/capsule). The directory is made private to this user.
     #[arg(long, value_name = "DIR", env = "CAPSULE_CACHE_DIR")]
@@ -410,6 +415,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         .thread_name("capsule-wk-0")
         .on_thread_start(on_start)
         .on_thread_unpark(on_unpark.clone())
+        .on_thread_park(crate::runtime::worker_idle)
         .enable_all()
         .build()
         .and_then(|runtime| Ok((runtime, ExtraWorkers::start(workers - 1, on_start, on_unpark)?)));
@@ -523,6 +529,7 @@ fn prepare(args: &ServeArgs) -> Result<(PluginRuntime, TenantsConfig, Configurat
         compile_cache,
         max_memory,
         max_instances: args.limits.max_instances,
+        spare_instances: args.limits.spare_instances,
         ..RuntimeConfig::default()
     };
     Ok((PluginRuntime::new(runtime_config)?, config, configuration))

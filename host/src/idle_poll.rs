@@ -69,8 +69,10 @@ impl IdlePoll {
                 if Duration::from_nanos(now.saturating_sub(cpu)) > BUSY_GAP {
                     quiet_since = Instant::now();
                 } else {
-                    // Nothing ran on this worker: any other thread waiting for this CPU (a
-                    // long call's, another process's) goes first.
+                    // Nothing ran on this worker: it builds the spare instance it would
+                    // have built before sleeping, and then any other thread waiting for
+                    // this CPU (a long call's, another process's) goes first.
+                    crate::runtime::worker_idle();
                     std::thread::yield_now();
                 }
                 cpu = now;

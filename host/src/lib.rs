@@ -17,7 +17,8 @@
 //! - [`runtime`]: wasmtime. Compiles each component once and runs every call in a fresh,
 //!   deny-by-default sandbox built from the plugin's grants: its limits, and the directories,
 //!   environment and hosts the [`policy`] allows; every call leases one of the engine's
-//!   instances from its plugin's reserve or the shared rest. Knows nothing of MCP.
+//!   instances from its plugin's reserve or the shared rest; a worker going idle builds the
+//!   next call's instance ahead, still one instance per call. Knows nothing of MCP.
 //! - [`policy`]: the operator's policy file, plain data and checks, also MCP-free.
 //!
 //! Beside them, the [`loader`] keeps a catalog in step with the plugin sources and the

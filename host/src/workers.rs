@@ -28,7 +28,8 @@ pub struct ExtraWorkers {
 
 impl ExtraWorkers {
     /// Start `count` runtimes of one worker thread each, calling `on_start` on each of their
-    /// threads as it starts and `on_unpark` whenever one of them wakes from sleep.
+    /// threads as it starts and `on_unpark` whenever one of them wakes from sleep. A worker
+    /// about to sleep builds its spare instance (`runtime::worker_idle`).
     pub fn start(
         count: usize,
         on_start: impl Fn() + Send + Sync + Clone + 'static,
@@ -41,6 +42,7 @@ impl ExtraWorkers {
                     .thread_name(format!("capsule-wk-{n}"))
                     .on_thread_start(on_start.clone())
                     .on_thread_unpark(on_unpark.clone())
+                    .on_thread_park(crate::runtime::worker_idle)
                     .enable_all()
                     .build()
             })

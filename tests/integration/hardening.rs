@@ -50,7 +50,7 @@ fn path(p: &Path) -> String {
 }
 
 /// Call a tool on a legacy session, answering the host's `roots/list` with `roots`.
-async fn call_with_roots(client: &Client, id: i64, tool: &str, arguments: Value, roots: &[&Path]) -> Value {
+pub async fn call_with_roots(client: &Client, id: i64, tool: &str, arguments: Value, roots: &[&Path]) -> Value {
     let call =
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
     let mut stream = client.stream(&call).await;

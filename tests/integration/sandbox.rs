@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use crate::hardening::call_with_roots;
 use crate::support::{Client, Listener, Server, first_text, root, run_script, scratch_dir};
 
 /// A base directory holding the client's root and a sibling the client did not offer, both
@@ -163,4 +164,60 @@ async fn fetch_reaches_only_granted_hosts() {
     assert_eq!(other.connections.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 4);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Idle workers build the next call's instance ahead (`--spare-instances`), and every call
+/// still runs in a fresh one: a counter in the plugin's memory reads 1 at every call, calls
+/// with other roots see only their own, and `/metrics` counts the prebuilt instances.
+#[tokio::test(flavor = "multi_thread")]
+async fn prebuilt_instances_serve_one_call_each() {
+    let fixture = RootsFixture::new("prebuilt", false);
+    std::fs::write(
+        &fixture.policy,
+        format!("[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\n", fixture.base.display()),
+    )
+    .unwrap();
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let server = Server::http(&[
+        "--config",
+        fixture.policy.to_str().unwrap(),
+        "--plugin",
+        hostile.to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+    ]);
+    let metrics = crate::telemetry::address_in_log(&server, "metrics on ");
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    for id in 1..=20 {
+        let counted = client.request(id, "tools/call", json!({"name": "remember", "arguments": {}})).await;
+        assert_eq!(first_text(&counted["result"]), "1", "call {id} ran in a used instance: {counted}");
+        // Time for the worker to go idle and build the next one.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let scraped = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+    let prebuilt = scraped
+        .lines()
+        .find_map(|line| line.strip_prefix(r#"capsule_sandbox_prebuilt_total{tenant="default",plugin="hostile"} "#))
+        .and_then(|count| count.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no prebuilt count in {scraped}"));
+    assert!(prebuilt >= 10, "only {prebuilt} of 20 calls ran in a prebuilt instance");
+
+    // Two sessions with other roots, served on the one worker: each call sees its own
+    // session's roots, whichever session's call its instance was built after.
+    let (mut own, mut other) = (Client::new(&server.url), Client::new(&server.url));
+    own.initialize("2025-06-18", json!({"roots": {}})).await;
+    other.initialize("2025-06-18", json!({"roots": {}})).await;
+    let inside = json!({"path": fixture.root.join("inside.txt")});
+    for id in 0..4 {
+        let read = call_with_roots(&own, 100 + id, "read_path", inside.clone(), &[&fixture.root]).await;
+        assert_eq!(first_text(&read), "hello from inside", "{read}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let refused = call_with_roots(&other, 200 + id, "read_path", inside.clone(), &[&fixture.outside]).await;
+        assert!(!first_text(&refused).contains("hello from inside"), "another session's roots leaked: {refused}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _ = std::fs::remove_dir_all(&fixture.base);
 }

@@ -102,7 +102,7 @@ impl Drop for Prometheus {
     }
 }
 
-fn address_in_log(server: &Server, before: &str) -> String {
+pub fn address_in_log(server: &Server, before: &str) -> String {
     let log = server.wait_for_log(before);
     log.split(before).nth(1).map(address).expect("address in the log").to_owned()
 }

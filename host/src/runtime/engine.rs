@@ -1,6 +1,7 @@
 //! The shared engine: configuration, the epoch clock, the linker, and compilation.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -44,8 +45,11 @@ pub struct RuntimeConfig {
     /// The most linear memory any plugin may be granted, in bytes: the size of each
     /// sandbox's memory slot. A plugin granted more is refused at load.
     pub max_memory: usize,
-    /// Plugin instances that may exist at once, across all plugins.
+    /// Plugin instances that may exist at once, across all plugins, for calls.
     pub max_instances: u32,
+    /// Instances idle workers may build ahead for the next call (see `spare`), beyond
+    /// `max_instances`; zero builds none.
+    pub spare_instances: u32,
     /// Table elements a call may allocate.
     pub table_elements: usize,
     /// Bytes of plugin stderr kept per call (the newest) and logged when the call ends.
@@ -63,6 +67,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             max_memory: 64 << 20,
             max_instances: 128,
+            spare_instances: 0,
             table_elements: 20_000,
             stderr_limit: 64 << 10,
             event_limit: 1_000,
@@ -92,6 +97,8 @@ pub(crate) struct RuntimeInner {
     pub clock: EpochClock,
     /// Who may use the engine's instances.
     pub pool: InstancePool,
+    /// Spare instances alive now, at most `config.spare_instances`.
+    pub spares: AtomicU32,
     /// Components in use, by SHA-256: a component served by several tenants (or reloaded
     /// while its old version still runs) is compiled, or read from the cache, once.
     pub components: Mutex<HashMap<String, Weak<Component>>>,
@@ -112,11 +119,13 @@ impl PluginRuntime {
         let instances = config.max_instances.max(1);
         // Every pooled resource is sized for `instances` of the largest component accepted,
         // so only component instances are scarce and the instance pool decides who gets one.
-        pool.total_component_instances(instances)
-            .total_core_instances(instances * CORE_INSTANCES_PER_COMPONENT)
-            .total_memories(instances * MEMORIES_PER_COMPONENT)
-            .total_tables(instances * TABLES_PER_COMPONENT)
-            .total_stacks(instances)
+        // Spares have slots of their own.
+        let slots = instances + config.spare_instances;
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(slots * MEMORIES_PER_COMPONENT)
+            .total_tables(slots * TABLES_PER_COMPONENT)
+            .total_stacks(slots)
             .max_memory_size(config.max_memory)
             .table_elements(config.table_elements)
             .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
@@ -149,7 +158,15 @@ impl PluginRuntime {
 
         let pool = InstancePool::new(instances);
         Ok(PluginRuntime {
-            inner: Arc::new(RuntimeInner { engine, linker, config, clock, pool, components: Mutex::default() }),
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                config,
+                clock,
+                pool,
+                spares: AtomicU32::new(0),
+                components: Mutex::default(),
+            }),
         })
     }
 

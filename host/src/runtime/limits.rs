@@ -98,6 +98,17 @@ impl CpuMeter {
         Duration::from_nanos(self.used.load(Ordering::Relaxed).saturating_add(running))
     }
 
+    /// Charge `spent` to the call and its tenant's account.
+    pub fn charge(&self, spent: Duration) {
+        let nanos = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+        self.used.fetch_add(nanos, Ordering::Relaxed);
+        if let Some(account) = &self.account
+            && !account.charge(spent)
+        {
+            self.over_quota.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// `future`, with the time spent polling it charged to this meter, and each poll shown
     /// to the epoch clock as a run of guest code.
     pub fn meter<F: Future>(self: &Arc<Self>, runs: Runs, future: F) -> Metered<F> {
@@ -130,12 +141,7 @@ impl<F: Future> Future for Metered<F> {
             short if short < SHORT_POLL => u64::try_from(short.as_nanos()).unwrap_or(u64::MAX),
             _ => thread_cpu().saturating_sub(start),
         };
-        meter.used.fetch_add(spent, Ordering::Relaxed);
-        if let Some(account) = &meter.account
-            && !account.charge(Duration::from_nanos(spent))
-        {
-            meter.over_quota.store(true, Ordering::Relaxed);
-        }
+        meter.charge(Duration::from_nanos(spent));
         result
     }
 }

@@ -18,6 +18,7 @@ mod plugin;
 mod pool;
 mod quota;
 mod sandbox;
+mod spare;
 mod stderr;
 
 pub use bindings::types;
@@ -27,6 +28,7 @@ pub use error::{CallError, LoadError};
 pub(crate) use limits::thread_cpu;
 pub use plugin::{Manifest, Plugin};
 pub use quota::{Account, Held, InstanceHeld, QuotaExceeded, Usage};
+pub use spare::worker_idle;
 
 /// Which plugin list a `list-changed` call names.
 pub use bindings::ListKind;

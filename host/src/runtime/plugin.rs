@@ -20,7 +20,8 @@ use super::offload::{Long, Offload};
 use super::output::OutputSize;
 use super::pool::Reservation;
 use super::quota::Account;
-use super::sandbox::{CallState, Sandbox};
+use super::sandbox::CallState;
+use super::spare::Blueprint;
 use super::stderr::crash_cause;
 use super::{Events, NoEvents};
 use crate::policy::{ClientRoots, Grants, Needs};
@@ -79,23 +80,20 @@ pub struct Manifest {
 
 /// A compiled, linked plugin. Cheap to share behind an `Arc`; calls may run concurrently.
 pub struct Plugin {
-    name: Arc<str>,
     /// The tenant it is loaded for, whose quotas its calls count against; its instance
     /// reserve is this tenant's plugin's.
     account: Arc<Account>,
     /// Its compiled component, shared with every other plugin of the same bytes.
     component: Arc<Component>,
     digest: String,
-    grants: Arc<Grants>,
-    /// The granted directories, opened once for every call to open its mounts beneath.
-    dirs: Arc<GrantDirs>,
+    /// What its calls' sandboxes are built from: its name, grants, directories and linked
+    /// component.
+    sandbox: Arc<Blueprint>,
     /// One permit per call allowed to run at once.
     slots: Arc<Semaphore>,
     /// The instances kept for this plugin, and its way to the shared ones.
     reservation: Arc<Reservation>,
     needs: Option<Needs>,
-    runtime: Arc<RuntimeInner>,
-    pre: InstancePre<CallState>,
     tools: Option<ToolsExport>,
     resources: Option<resources::GuestIndices>,
     prompts: Option<prompts::GuestIndices>,
@@ -174,24 +172,19 @@ impl Plugin {
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let dirs = open_dirs(name, &grants)?;
-        let shared_name: Arc<str> = name.into();
         let reservation = reserve(&runtime, account.tenant(), name, &grants)?;
         let mut plugin = Plugin {
-            name: shared_name,
             account: account.clone(),
             component,
             digest,
             slots: Arc::new(Semaphore::new(grants.limits.concurrency as usize)),
             reservation,
-            dirs,
-            grants,
             needs,
             tools: optional(name, &pre, bindings::TOOLS, ToolsExport::new)?,
             resources: optional(name, &pre, bindings::RESOURCES, resources::GuestIndices::new)?,
             prompts: optional(name, &pre, bindings::PROMPTS, prompts::GuestIndices::new)?,
             completion: optional(name, &pre, bindings::COMPLETION, completion::GuestIndices::new)?,
-            runtime,
-            pre,
+            sandbox: Arc::new(Blueprint::new(runtime, pre, name.into(), account.tenant().clone(), grants, dirs)),
             manifest: Manifest::default(),
             went_long: AtomicBool::new(false),
             meters: OnceLock::new(),
@@ -209,7 +202,7 @@ impl Plugin {
 
     /// The plugin's name (its file stem).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.sandbox.plugin
     }
 
     /// The SHA-256 of the component, in hex: which version of the plugin this is.
@@ -229,7 +222,7 @@ impl Plugin {
 
     /// What the plugin is granted.
     pub fn grants(&self) -> &Arc<Grants> {
-        &self.grants
+        &self.sandbox.grants
     }
 
     /// What the plugin declares it needs, if it declares anything.
@@ -240,15 +233,16 @@ impl Plugin {
     /// Whether `grants` are exactly the ones this plugin runs under: the same policy entry,
     /// and each granted directory still the one opened at load.
     pub fn has_grants(&self, grants: &Grants) -> bool {
-        *self.grants == *grants && self.dirs.is_current(grants)
+        *self.sandbox.grants == *grants && self.sandbox.dirs.is_current(grants)
     }
 
     /// The same plugin under other grants (its directories opened again): no recompiling or
     /// relisting. Calls running on `self` keep their grants.
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
-        let dirs = open_dirs(&self.name, &grants)?;
+        let name = self.name();
+        let dirs = open_dirs(name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
-        let reservation = reserve(&self.runtime, self.account.tenant(), &self.name, &grants)?;
+        let reservation = reserve(&self.sandbox.runtime, self.account.tenant(), name, &grants)?;
         Ok(self.sandboxed(grants, dirs, slots, reservation))
     }
 
@@ -256,8 +250,12 @@ impl Plugin {
     /// runs; it says so with `host.list-changed`). It shares this version's concurrency
     /// limit, and calls running on `self` are unaffected.
     pub async fn relisted(&self) -> Result<Plugin, LoadError> {
-        let mut plugin =
-            self.sandboxed(self.grants.clone(), self.dirs.clone(), self.slots.clone(), self.reservation.clone());
+        let mut plugin = self.sandboxed(
+            self.sandbox.grants.clone(),
+            self.sandbox.dirs.clone(),
+            self.slots.clone(),
+            self.reservation.clone(),
+        );
         plugin.manifest = plugin.read_manifest().await?;
         Ok(plugin)
     }
@@ -271,18 +269,22 @@ impl Plugin {
         slots: Arc<Semaphore>,
         reservation: Arc<Reservation>,
     ) -> Plugin {
+        let sandbox = &self.sandbox;
         Plugin {
-            name: self.name.clone(),
             account: self.account.clone(),
             component: self.component.clone(),
             digest: self.digest.clone(),
-            grants,
-            dirs,
+            sandbox: Arc::new(Blueprint::new(
+                sandbox.runtime.clone(),
+                sandbox.pre.clone(),
+                sandbox.plugin.clone(),
+                sandbox.tenant.clone(),
+                grants,
+                dirs,
+            )),
             slots,
             reservation,
             needs: self.needs.clone(),
-            runtime: self.runtime.clone(),
-            pre: self.pre.clone(),
             tools: self.tools.clone(),
             resources: self.resources.clone(),
             prompts: self.prompts.clone(),
@@ -295,7 +297,7 @@ impl Plugin {
 
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
         let listing = |what: &'static str| {
-            let plugin = self.name.to_string();
+            let plugin = self.name().to_owned();
             move |source: CallError| LoadError::Listing { plugin, what, source }
         };
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
@@ -430,13 +432,13 @@ impl Plugin {
 
     /// Hold a result to the plugin's output limit.
     fn capped<T: OutputSize>(&self, outcome: T) -> Result<T, CallError> {
-        self.within(outcome, self.grants.limits.output)
+        self.within(outcome, self.sandbox.grants.limits.output)
     }
 
     fn within<T: OutputSize>(&self, outcome: T, limit: usize) -> Result<T, CallError> {
         let size = outcome.output_size();
         if size > limit {
-            tracing::warn!(plugin = %self.name, "plugin result of {size} bytes discarded: over its output limit");
+            tracing::warn!(plugin = self.name(), "plugin result of {size} bytes discarded: over its output limit");
             return Err(CallError::Output { limit, size });
         }
         Ok(outcome)
@@ -451,7 +453,7 @@ impl Plugin {
         events: Events,
         call: impl for<'a> FnOnce(&'a mut Store<CallState>, &'a Instance, Outlives<'a, 'c>) -> CallFuture<'a, R> + Send + 'c,
     ) -> Result<R, CallError> {
-        let limits = self.grants.limits;
+        let limits = self.sandbox.grants.limits;
         // A busy plugin is waited for as long as a used-up quota would be (see `quota`).
         let slot = match self.slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
@@ -472,23 +474,23 @@ impl Plugin {
             None => None,
         };
         let mut lease = self.reservation.lease_when_free().await?;
-        let config = &self.runtime.config;
-        let state = CallState::new(Sandbox {
-            plugin: self.name.clone(),
-            tenant: self.account.tenant().clone(),
-            grants: &self.grants,
-            dirs: &self.dirs,
-            mounts: self.grants.mounts(roots),
-            events,
-            event_limit: config.event_limit,
-            stderr_limit: config.stderr_limit,
-            table_elements: config.table_elements,
-            clock: &self.runtime.clock,
-        })
-        .map_err(CallError::Sandbox)?;
-        let mut store = Store::new(&self.runtime.engine, state);
-        store.limiter(|state| &mut state.limiter);
+        let sandbox = &self.sandbox;
+        let config = &sandbox.runtime.config;
+        let state = sandbox.state(sandbox.grants.mounts(roots), events).map_err(CallError::Sandbox)?;
         let meter = CpuMeter::new(account.cloned());
+        // A caller's call takes the instance its worker built ahead, if it has one (`spare`).
+        let prebuilt = match charge {
+            Charge::Caller => sandbox.take_spare(),
+            Charge::Load => None,
+        };
+        let (mut store, ready, built) = match prebuilt {
+            Some(spare) => {
+                let (store, instance, cost) = spare.start(state);
+                meter.charge(cost);
+                (store, Some(instance), Some(cost))
+            }
+            None => (sandbox.store(state), None, None),
+        };
         let cpu = limits.cpu;
         let long = Long::default();
         // A plugin whose last call was long most likely makes another: a call that starts on
@@ -518,17 +520,20 @@ impl Plugin {
         // entered: each is opened and closed around its step, so that no poll of the call
         // pays for entering and leaving them. The guest's names its parent, taken here: a
         // long call's later polls run off the request's worker.
-        let (plugin, tenant) = (&*self.name, &**self.account.tenant());
-        let sandbox = tracing::debug_span!(
+        let (plugin, tenant) = (self.name(), &**self.account.tenant());
+        let build = tracing::debug_span!(
             "sandbox build",
             otel.name = "capsule.sandbox.build",
             capsule.plugin = plugin,
             capsule.tenant = tenant
         );
-        let parent = if sandbox.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
-        let work = meter.meter(self.runtime.clock.runs(), async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            drop(sandbox);
+        let parent = if build.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
+        let work = meter.meter(sandbox.runtime.clock.runs(), async {
+            let instance = match ready {
+                Some(instance) => instance,
+                None => sandbox.pre.instantiate_async(&mut store).await?,
+            };
+            drop(build);
             instantiated = Some(started.elapsed());
             let _guest = tracing::debug_span!(parent: &parent, "guest call", otel.name = "capsule.guest.call",
                 capsule.plugin = plugin, capsule.tenant = tenant);
@@ -543,8 +548,9 @@ impl Plugin {
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);
             let peak = store.data().limiter.peak;
-            let meters = self.meters.get_or_init(|| config.metrics.plugin(self.account.tenant(), &self.name));
-            meters.sandbox(instantiated, guest, peak);
+            let meters = self.meters.get_or_init(|| config.metrics.plugin(self.account.tenant(), self.name()));
+            // A prebuilt instance's build is counted as this call's, as it is charged.
+            meters.sandbox(built.unwrap_or_default() + instantiated, guest, peak, built.is_some());
         }
         let result = match outcome {
             Ok(Ok(value)) => Ok(value),
@@ -561,11 +567,14 @@ impl Plugin {
             let _ = tokio::task::spawn_blocking(release).await;
         } else {
             after_answer(release);
+            if charge == Charge::Caller {
+                sandbox.served();
+            }
         }
         match result {
             Ok(value) => {
                 if let Some(stderr) = stderr {
-                    tracing::info!(target: "capsule::plugin", plugin = %self.name, "stderr of a call:\n{stderr}");
+                    tracing::info!(target: "capsule::plugin", plugin = self.name(), "stderr of a call:\n{stderr}");
                 }
                 Ok(value)
             }
@@ -577,7 +586,7 @@ impl Plugin {
                 // One record per failed call: what stopped it, where, and everything it said.
                 let trace = trace.map(|t| format!("\n{t}")).unwrap_or_default();
                 let stderr = stderr.map(|s| format!("\nits stderr:\n{s}")).unwrap_or_default();
-                tracing::warn!(plugin = %self.name, cpu = ?meter.used(), "plugin call failed: {failure}{trace}{stderr}");
+                tracing::warn!(plugin = self.name(), cpu = ?meter.used(), "plugin call failed: {failure}{trace}{stderr}");
                 Err(failure)
             }
         }
@@ -595,9 +604,9 @@ impl Plugin {
             Some(Trap::Interrupt) if cancelled => CallError::Cancelled,
             Some(Trap::Interrupt) if meter.over_quota() => match self.account.cpu_left() {
                 Err(quota) => CallError::Quota(quota),
-                Ok(()) => CallError::Deadline(self.grants.limits.cpu),
+                Ok(()) => CallError::Deadline(self.sandbox.grants.limits.cpu),
             },
-            Some(Trap::Interrupt) => CallError::Deadline(self.grants.limits.cpu),
+            Some(Trap::Interrupt) => CallError::Deadline(self.sandbox.grants.limits.cpu),
             Some(Trap::StackOverflow) => CallError::StackOverflow,
             Some(Trap::UnreachableCodeReached) => CallError::Trap("it aborted".into()),
             Some(trap) => CallError::Trap(trap.to_string()),

@@ -35,7 +35,8 @@ pub(crate) struct CallState {
     tenant: Arc<str>,
     mounts: Vec<Mount>,
     pub stderr: CallStderr,
-    _live: StoreHold,
+    /// Counts the store with the epoch clock while a call may run in it (see `spare`).
+    live: Option<StoreHold>,
 }
 
 /// The longest log or progress message forwarded; longer ones are cut.
@@ -110,8 +111,20 @@ impl CallState {
             tenant: sandbox.tenant,
             mounts,
             stderr,
-            _live: sandbox.clock.hold(),
+            live: Some(sandbox.clock.hold()),
         })
+    }
+
+    /// Stop counting the store with the epoch clock: it waits for a call (see `spare`), and
+    /// an idle server's clock sleeps.
+    pub fn detach_clock(&mut self) {
+        self.live = None;
+    }
+
+    /// Whether nothing but instantiation happened in this store: no WASI resource opened, no
+    /// stderr written.
+    pub fn untouched(&self) -> bool {
+        self.table.is_empty() && self.stderr.is_empty()
     }
 
     /// Whether the request this call serves was cancelled.

@@ -39,6 +39,12 @@ impl CallStderr {
         captured.dropped += excess;
     }
 
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        captured.bytes.is_empty() && captured.dropped == 0
+    }
+
     /// Everything kept, as text, with a note of how much came before it; `None` if the call
     /// wrote nothing.
     pub fn text(&self) -> Option<String> {

@@ -113,6 +113,7 @@ pub struct Metrics {
     instantiate: Histograms<PluginLabels>,
     guest: Histograms<PluginLabels>,
     memory_high_water: Family<PluginLabels, Gauge>,
+    prebuilt: Family<PluginLabels, Counter>,
     live_instances: Gauge,
     instance_capacity: Gauge,
     compile_cache: Family<ResultLabels, Counter>,
@@ -188,6 +189,12 @@ impl Metrics {
             Unit::Bytes,
             memory_high_water.clone(),
         );
+        let prebuilt = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "capsule_sandbox_prebuilt",
+            "Calls that ran in an instance an idle worker built ahead (--spare-instances)",
+            prebuilt.clone(),
+        );
         let live_instances = Gauge::default();
         registry.register(
             "capsule_instances_live",
@@ -237,6 +244,7 @@ impl Metrics {
             instantiate,
             guest,
             memory_high_water,
+            prebuilt,
             live_instances,
             instance_capacity,
             compile_cache,
@@ -322,6 +330,7 @@ impl Metrics {
             instantiate: self.instantiate.get_or_create(&labels).clone(),
             guest: self.guest.get_or_create(&labels).clone(),
             memory_high_water: self.memory_high_water.get_or_create(&labels).clone(),
+            prebuilt: self.prebuilt.get_or_create(&labels).clone(),
         }
     }
 
@@ -421,12 +430,16 @@ pub struct PluginMeters {
     instantiate: Histogram,
     guest: Histogram,
     memory_high_water: Gauge,
+    prebuilt: Counter,
 }
 
 impl PluginMeters {
-    /// Record one call's sandbox: how long instantiating took, how long the guest ran, and
-    /// the most memory it used.
-    pub fn sandbox(&self, instantiate: Duration, guest: Duration, memory: usize) {
+    /// Record one call's sandbox: how long instantiating took, how long the guest ran, the
+    /// most memory it used, and whether an idle worker had built it ahead.
+    pub fn sandbox(&self, instantiate: Duration, guest: Duration, memory: usize, prebuilt: bool) {
+        if prebuilt {
+            self.prebuilt.inc();
+        }
         self.instantiate.observe(instantiate.as_secs_f64());
         self.guest.observe(guest.as_secs_f64());
         let memory = i64::try_from(memory).unwrap_or(i64::MAX);
@@ -480,9 +493,10 @@ mod tests {
         drop(running);
         assert!(metrics.render().contains(r#"capsule_calls_in_flight{tenant="acme"} 0"#));
         let calc = metrics.plugin("acme", "calc");
-        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 2 << 20);
-        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 1 << 20);
+        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 2 << 20, true);
+        calc.sandbox(Duration::from_micros(9), Duration::from_micros(3), 1 << 20, false);
         let text = metrics.render();
+        assert!(text.contains(r#"capsule_sandbox_prebuilt_total{tenant="acme",plugin="calc"} 1"#), "{text}");
         assert!(
             text.contains(r#"capsule_plugin_memory_high_water_bytes{tenant="acme",plugin="calc"} 2097152"#),
             "{text}"

@@ -315,7 +315,7 @@ mod tests {
         metrics.tool("acme", "calc", "mul").call(Outcome::Ok, Duration::from_millis(40));
         add.call(Outcome::Deadline, Duration::from_millis(900));
         metrics.tool("acme", "hostile", "spin").call(Outcome::Memory, Duration::from_millis(3));
-        metrics.plugin("acme", "hostile").sandbox(Duration::from_micros(9), Duration::from_micros(3), 3 << 20);
+        metrics.plugin("acme", "hostile").sandbox(Duration::from_micros(9), Duration::from_micros(3), 3 << 20, false);
         let _running = add.running();
         let view = View::between(&before, &snapshot(&metrics), Duration::from_secs(2));
 

@@ -9,6 +9,13 @@ use std::time::Duration;
 
 use capsule_sdk::prelude::*;
 
+/// Lives as long as the instance: a reused instance would count past one.
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn remember(_: NoArgs) -> String {
+    (CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1).to_string()
+}
+
 fn crash(_: NoArgs) -> String {
     panic!("this plugin panics on purpose")
 }
@@ -177,4 +184,5 @@ capsule_sdk::plugin!(|p| {
     p.tool("big", "Returns a result of the given size", big);
     p.tool("flood", "Floods the client with logs and progress, and stderr with lines", flood);
     p.tool("echo", "Returns its text (proves the plugin still works)", echo);
+    p.tool("remember", "Counts the calls its instance has served (proves each call gets a fresh one)", remember);
 });

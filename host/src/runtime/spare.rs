@@ -1,0 +1,216 @@
+//! Prebuilt instances: a request worker with nothing to do builds, ahead of time, the fresh
+//! instance the next call to the plugin it last served will run in.
+//!
+//! Instantiating a component and resetting its slot takes ~10 µs, about a third of what the
+//! server spends on a trivial call, and it used to sit between reading a request and
+//! answering it. A worker that goes idle after a call (tokio's before-park hook, or the idle
+//! poller finding a quiet round) now builds one instance of that plugin and keeps it; the
+//! next call to the same plugin version on that worker takes it instead of instantiating.
+//! A loaded worker never parks, so it builds none and pays nothing.
+//!
+//! Every instance still serves exactly one call: a spare is built from the plugin's
+//! [`Blueprint`] with a placeholder call state (no mounts, no events, no caller), and the
+//! call that takes it replaces that state with its own before any guest code runs for it.
+//! An instantiation that touched the sandbox (opened a WASI resource, wrote to stderr), did
+//! not finish in one poll, or failed is never used: the plugin version is then not prebuilt
+//! again, and its calls instantiate as before. What a build cost is charged to the call that
+//! takes it, against its CPU deadline and its tenant's quota, as an inline build would be.
+//!
+//! Each worker keeps at most one spare, and the engine at most `spare_instances` in all:
+//! its pool has that many slots beyond `max_instances`, so a spare never takes a slot a call
+//! could have had.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use wasmtime::component::{Instance, InstancePre};
+use wasmtime::{Store, UpdateDeadline};
+
+use super::Events;
+use super::NoEvents;
+use super::engine::RuntimeInner;
+use super::fs::GrantDirs;
+use super::limits::CpuMeter;
+use super::sandbox::{CallState, Sandbox};
+use crate::policy::{Grants, Mount};
+
+/// What every call's sandbox of one plugin version is built from.
+pub(crate) struct Blueprint {
+    pub runtime: Arc<RuntimeInner>,
+    pub pre: InstancePre<CallState>,
+    pub plugin: Arc<str>,
+    pub tenant: Arc<str>,
+    pub grants: Arc<Grants>,
+    /// The granted directories, opened once for every call to open its mounts beneath.
+    pub dirs: Arc<GrantDirs>,
+    /// Set once a prebuilt instance of this version could not be used: it is not tried again.
+    refused: AtomicBool,
+}
+
+/// A fresh instance built ahead of its call.
+pub(crate) struct Spare {
+    /// The plugin version it is an instance of.
+    blueprint: Weak<Blueprint>,
+    store: Store<CallState>,
+    instance: Instance,
+    /// CPU time its build took, charged to the call that takes it.
+    cost: Duration,
+    /// Counted among the engine's spares while it lives.
+    _counted: Counted,
+}
+
+impl Spare {
+    /// The store and instance for a call with this state, which replaces the placeholder
+    /// before any guest code runs for the call, and what building them cost.
+    pub fn start(self, state: CallState) -> (Store<CallState>, Instance, Duration) {
+        let Spare { mut store, instance, cost, .. } = self;
+        let placeholder = store.data_mut();
+        let peak = placeholder.limiter.peak;
+        *placeholder = state;
+        placeholder.limiter.peak = peak;
+        (store, instance, cost)
+    }
+}
+
+/// One of the engine's spares, counted for as long as it lives.
+struct Counted(Arc<RuntimeInner>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.spares.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// This worker's spare, if it has one.
+    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
+    /// The plugin version this worker last served a short call of, until it goes idle.
+    static WANTED: RefCell<Option<Arc<Blueprint>>> = const { RefCell::new(None) };
+}
+
+impl Blueprint {
+    pub fn new(
+        runtime: Arc<RuntimeInner>,
+        pre: InstancePre<CallState>,
+        plugin: Arc<str>,
+        tenant: Arc<str>,
+        grants: Arc<Grants>,
+        dirs: Arc<GrantDirs>,
+    ) -> Self {
+        Blueprint { runtime, pre, plugin, tenant, grants, dirs, refused: AtomicBool::new(false) }
+    }
+
+    /// A call's store data: its directories (the grants narrowed to `mounts`) and where its
+    /// events go. Fails only if a granted directory cannot be opened.
+    pub fn state(&self, mounts: Vec<Mount>, events: Events) -> Result<CallState, String> {
+        let config = &self.runtime.config;
+        CallState::new(Sandbox {
+            plugin: self.plugin.clone(),
+            tenant: self.tenant.clone(),
+            grants: &self.grants,
+            dirs: &self.dirs,
+            mounts,
+            events,
+            event_limit: config.event_limit,
+            stderr_limit: config.stderr_limit,
+            table_elements: config.table_elements,
+            clock: &self.runtime.clock,
+        })
+    }
+
+    /// A fresh store for a call with this state, its memory and tables capped.
+    pub fn store(&self, state: CallState) -> Store<CallState> {
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store
+    }
+
+    /// Say that a call of this version has just ended on this thread: if the thread goes
+    /// idle before serving another, it builds a spare for the next.
+    pub fn served(self: &Arc<Self>) {
+        if self.runtime.config.spare_instances > 0 && !self.refused.load(Ordering::Relaxed) {
+            let _ = WANTED.try_with(|wanted| *wanted.borrow_mut() = Some(self.clone()));
+        }
+    }
+
+    /// This thread's spare, if it is an instance of this version. A spare of it that cannot
+    /// be used is dropped, and this version is not prebuilt again.
+    pub fn take_spare(self: &Arc<Self>) -> Option<Spare> {
+        let spare = SPARE
+            .try_with(|slot| {
+                let mut slot = slot.borrow_mut();
+                let mine = slot.as_ref().is_some_and(|spare| std::ptr::eq(spare.blueprint.as_ptr(), Arc::as_ptr(self)));
+                if mine { slot.take() } else { None }
+            })
+            .ok()??;
+        if !spare.store.data().untouched() {
+            tracing::debug!(plugin = %self.plugin, "its instantiation touched the sandbox: its calls are not prebuilt");
+            self.refused.store(true, Ordering::Relaxed);
+            return None;
+        }
+        Some(spare)
+    }
+
+    /// Build a spare instance: one poll, with the clock able to interrupt a start function
+    /// that runs on.
+    fn build(self: &Arc<Self>) -> Option<Spare> {
+        let runtime = &self.runtime;
+        let limit = runtime.config.spare_instances;
+        if runtime.spares.fetch_add(1, Ordering::Relaxed) >= limit {
+            runtime.spares.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let counted = Counted(runtime.clone());
+        let state = self.state(Vec::new(), Arc::new(NoEvents)).ok()?;
+        let mut store = self.store(state);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Interrupt));
+        let meter = CpuMeter::new(None);
+        let built = {
+            let build = meter.meter(runtime.clock.runs(), self.pre.instantiate_async(&mut store));
+            let mut build = std::pin::pin!(build);
+            build.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        match built {
+            Poll::Ready(Ok(instance)) => {
+                store.data_mut().detach_clock();
+                Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost: meter.used(), _counted: counted })
+            }
+            Poll::Ready(Err(e)) => {
+                tracing::debug!(plugin = %self.plugin, "cannot prebuild an instance, its calls are not prebuilt: {e:#}");
+                self.refused.store(true, Ordering::Relaxed);
+                None
+            }
+            Poll::Pending => {
+                tracing::debug!(plugin = %self.plugin, "its instantiation waits: its calls are not prebuilt");
+                self.refused.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+/// The current thread has nothing to do: build the spare its last call asked for, and drop
+/// a spare of a plugin version no longer loaded. Tokio's before-park hook of the request
+/// workers, and the idle poller's quiet round.
+pub fn worker_idle() {
+    let Ok(wanted) = WANTED.try_with(|wanted| wanted.borrow_mut().take()) else {
+        return;
+    };
+    let _ = SPARE.try_with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let current = slot.as_ref().map(|spare| spare.blueprint.as_ptr());
+        match wanted {
+            Some(wanted) if current != Some(Arc::as_ptr(&wanted)) => {
+                // The old one goes first, so that its slot is free for the new one.
+                *slot = None;
+                *slot = wanted.build();
+            }
+            _ if slot.as_ref().is_some_and(|spare| spare.blueprint.strong_count() == 0) => *slot = None,
+            _ => {}
+        }
+    });
+}
