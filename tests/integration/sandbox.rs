@@ -168,13 +168,17 @@ async fn fetch_reaches_only_granted_hosts() {
 
 /// Idle workers build the next call's instance ahead (`--spare-instances`), and every call
 /// still runs in a fresh one: a counter in the plugin's memory reads 1 at every call, calls
-/// with other roots see only their own, and `/metrics` counts the prebuilt instances.
+/// with other roots see only their own, and `/metrics` counts the prebuilt instances. A call
+/// computing meanwhile (which makes the epoch clock tick) does not stop the prebuilding.
 #[tokio::test(flavor = "multi_thread")]
 async fn prebuilt_instances_serve_one_call_each() {
     let fixture = RootsFixture::new("prebuilt", false);
     std::fs::write(
         &fixture.policy,
-        format!("[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\n", fixture.base.display()),
+        format!(
+            "[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\nlimits = {{ cpu_ms = 1000, timeout_ms = 5000 }}\n",
+            fixture.base.display()
+        ),
     )
     .unwrap();
     let hostile = crate::support::plugins().join("testing/hostile.wasm");
@@ -189,21 +193,43 @@ async fn prebuilt_instances_serve_one_call_each() {
         "1",
     ]);
     let metrics = crate::telemetry::address_in_log(&server, "metrics on ");
+    let prebuilt = async || {
+        let scraped = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+        scraped
+            .lines()
+            .find_map(|line| line.strip_prefix(r#"capsule_sandbox_prebuilt_total{tenant="default",plugin="hostile"} "#))
+            .map_or(0, |count| count.parse::<u64>().unwrap())
+    };
     let mut client = Client::new(&server.url);
     client.initialize("2025-11-25", json!({})).await;
-    for id in 1..=20 {
+    let spinner = client.clone();
+    let spin =
+        tokio::spawn(async move { spinner.request(1, "tools/call", json!({"name": "spin", "arguments": {}})).await });
+    let remember = async |id| {
         let counted = client.request(id, "tools/call", json!({"name": "remember", "arguments": {}})).await;
         assert_eq!(first_text(&counted["result"]), "1", "call {id} ran in a used instance: {counted}");
-        // Time for the worker to go idle and build the next one.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    // Calls one after another: the worker goes idle between them, and builds a spare each
+    // time while the spin makes the clock tick.
+    let mut id = 2;
+    while !spin.is_finished() {
+        remember(id).await;
+        id += 1;
     }
-    let scraped = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
-    let prebuilt = scraped
-        .lines()
-        .find_map(|line| line.strip_prefix(r#"capsule_sandbox_prebuilt_total{tenant="default",plugin="hostile"} "#))
-        .and_then(|count| count.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no prebuilt count in {scraped}"));
-    assert!(prebuilt >= 10, "only {prebuilt} of 20 calls ran in a prebuilt instance");
+    let spun = spin.await.unwrap();
+    assert!(first_text(&spun["result"]).contains("CPU"), "the spin was not stopped by its CPU deadline: {spun}");
+    let before = prebuilt().await;
+    for id in id..id + 20 {
+        remember(id).await;
+        // Time for the worker to go idle and build the next one.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let after = prebuilt().await;
+    assert!(
+        after >= before + 10,
+        "only {} of 20 calls after a computing call ran in a prebuilt instance",
+        after - before
+    );
 
     // Two sessions with other roots, served on the one worker: each call sees its own
     // session's roots, whichever session's call its instance was built after.

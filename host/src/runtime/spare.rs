@@ -12,7 +12,7 @@
 //! [`Blueprint`] with a placeholder call state (no mounts, no events, no caller), and the
 //! call that takes it replaces that state with its own before any guest code runs for it.
 //! An instantiation that touched the sandbox (opened a WASI resource, wrote to stderr), did
-//! not finish in one poll, or failed is never used: the plugin version is then not prebuilt
+//! not finish in one poll, computed past [`BUILD_LIMIT`] or failed is never used: the plugin version is then not prebuilt
 //! again, and its calls instantiate as before. What a build cost is charged to the call that
 //! takes it, against its CPU deadline and its tenant's quota, as an inline build would be.
 //!
@@ -36,6 +36,10 @@ use super::fs::GrantDirs;
 use super::limits::CpuMeter;
 use super::sandbox::{CallState, Sandbox};
 use crate::policy::{Grants, Mount};
+
+/// The most CPU time an idle worker spends building one spare: an instantiation that runs
+/// longer is not prebuilt, since the worker's connections wait for it.
+const BUILD_LIMIT: Duration = Duration::from_micros(500);
 
 /// What every call's sandbox of one plugin version is built from.
 pub(crate) struct Blueprint {
@@ -166,9 +170,14 @@ impl Blueprint {
         let counted = Counted(runtime.clone());
         let state = self.state(Vec::new(), Arc::new(NoEvents)).ok()?;
         let mut store = self.store(state);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Interrupt));
         let meter = CpuMeter::new(None);
+        // The clock ticks for every call computing on the engine, so a tick during a build
+        // says nothing about it; only its own CPU time does.
+        let used = meter.clone();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if used.used() >= BUILD_LIMIT { UpdateDeadline::Interrupt } else { UpdateDeadline::Continue(1) })
+        });
         let built = {
             let build = meter.meter(runtime.clock.runs(), self.pre.instantiate_async(&mut store));
             let mut build = std::pin::pin!(build);
