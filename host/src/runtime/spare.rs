@@ -1,12 +1,12 @@
 //! Prebuilt instances: a request worker with nothing to do builds, ahead of time, the fresh
 //! instance the next call to the plugin it last served will run in.
 //!
-//! Instantiating a component and resetting its slot takes ~10 µs, about a third of what the
-//! server spends on a trivial call, and it used to sit between reading a request and
-//! answering it. A worker that goes idle after a call (tokio's before-park hook, or the idle
-//! poller finding a quiet round) now builds one instance of that plugin and keeps it; the
-//! next call to the same plugin version on that worker takes it instead of instantiating.
-//! A loaded worker never parks, so it builds none and pays nothing.
+//! Instantiating a component takes ~10 µs, about a third of what the server spends on a
+//! trivial call, and it used to sit between reading a request and answering it. A worker
+//! that goes idle after a call (tokio's before-park hook, or the idle poller finding a quiet
+//! round) now builds one instance of that plugin and keeps it; the next call to the same
+//! plugin version on that worker takes it instead of instantiating. A loaded worker never
+//! parks, so it builds none and pays nothing.
 //!
 //! Every instance still serves exactly one call: a spare is built from the plugin's
 //! [`Blueprint`] with a placeholder call state (no mounts, no events, no caller), and the
