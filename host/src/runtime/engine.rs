@@ -176,6 +176,12 @@ impl PluginRuntime {
         self.inner.clock.live()
     }
 
+    /// Spare instances alive now (see `spare`).
+    #[cfg(test)]
+    pub(crate) fn spares(&self) -> u32 {
+        self.inner.spares.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether instance memory is reset by scanning dirty pages (Linux 6.7+), which keeps a
     /// fresh instance per call cheap; without it resets fall back to madvise.
     pub fn fast_memory_reset() -> bool {

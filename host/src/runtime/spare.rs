@@ -223,3 +223,82 @@ pub fn worker_idle() {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::worker_idle;
+    use crate::policy::{ClientRoots, Grants, Quotas};
+    use crate::runtime::{Account, NoEvents, Plugin, PluginRuntime, RuntimeConfig, types};
+
+    /// Calls of the tenant's `calc` that ran in a prebuilt instance.
+    fn prebuilt(runtime: &PluginRuntime) -> u64 {
+        let text = runtime.config().metrics.render();
+        let series = r#"capsule_sandbox_prebuilt_total{tenant="t",plugin="calc"} "#;
+        text.lines().find_map(|line| line.strip_prefix(series)).map_or(0, |count| count.parse().unwrap())
+    }
+
+    async fn add(plugin: &Plugin) {
+        let context = types::RequestContext {
+            client: types::ClientCapabilities {
+                elicitation_form: false,
+                elicitation_url: false,
+                sampling: false,
+                roots: false,
+            },
+            responses: Vec::new(),
+            state: None,
+        };
+        let outcome = plugin
+            .call_tool("add", r#"{"a":1,"b":2}"#, &context, &ClientRoots::NotOffered, Arc::new(NoEvents))
+            .await
+            .expect("the call ran");
+        assert!(matches!(outcome, Ok(types::CallOutcome::Complete(_))), "add did not complete");
+    }
+
+    /// This test's thread is the worker: it goes idle when the test says so.
+    #[test]
+    fn an_idle_worker_prebuilds_for_the_version_it_served_and_drops_it_with_that_version() {
+        let thread = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        thread.block_on(async {
+            let runtime = PluginRuntime::new(RuntimeConfig { spare_instances: 1, ..RuntimeConfig::default() })
+                .expect("a runtime");
+            let bytes = crate::bundled::BUNDLED.iter().find(|(name, _)| *name == "calc").expect("calc is bundled").1;
+            let account = Account::new("t", Quotas::default());
+            let load = async || {
+                runtime
+                    .load(&account, "calc", (Arc::from(bytes), None), Arc::new(Grants::default()))
+                    .await
+                    .expect("calc")
+            };
+            let first = load().await;
+            add(&first).await;
+            assert_eq!((prebuilt(&runtime), runtime.spares()), (0, 0), "nothing is built before an idle moment");
+            worker_idle();
+            assert_eq!(runtime.spares(), 1);
+            add(&first).await;
+            assert_eq!((prebuilt(&runtime), runtime.spares()), (1, 0), "the call took the spare");
+            add(&first).await;
+            assert_eq!(prebuilt(&runtime), 1, "without an idle moment between, a call builds its own");
+
+            // A reload is another version: it never takes the old one's spare.
+            worker_idle();
+            let second = load().await;
+            add(&second).await;
+            assert_eq!((prebuilt(&runtime), runtime.spares()), (1, 1));
+            worker_idle();
+            assert_eq!(runtime.spares(), 1, "the new version's spare took the old one's place");
+            add(&second).await;
+            assert_eq!(prebuilt(&runtime), 2);
+
+            // A spare of a version no longer loaded goes at the next idle moment.
+            worker_idle();
+            assert_eq!(runtime.spares(), 1);
+            drop(second);
+            worker_idle();
+            assert_eq!(runtime.spares(), 0);
+            drop(first);
+        });
+    }
+}
