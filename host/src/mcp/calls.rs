@@ -279,7 +279,7 @@ impl CapsuleServer {
         };
         let _call = plugin.account().call().await.map_err(|e| call_error(&plugin, e.into()))?;
         let client = input::plugin_capabilities(cx.client.as_ref());
-        let request = wit::RequestContext { client, responses: Vec::new(), state: None };
+        let request = wit::RequestContext::first(client);
         let Round::Done(result) =
             self.run(cx, &plugin, &op, &request, &ClientRoots::NotOffered).await.map_err(|e| call_error(&plugin, e))?;
         let suggestions = result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?;

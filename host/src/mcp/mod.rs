@@ -447,7 +447,7 @@ impl CapsuleServer {
                 true => self.session.roots(&*cx.link).await,
                 false => ClientRoots::NotOffered,
             };
-            (wit::RequestContext { client, responses: Vec::new(), state: None }, roots)
+            (wit::RequestContext::first(client), roots)
         };
         for round in 1..=input::MAX_ROUNDS {
             let ir = match self.run(cx, plugin, &op, &context, &roots).await.map_err(Failure::Call)? {

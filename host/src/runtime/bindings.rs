@@ -21,6 +21,18 @@ pub mod types {
     pub use super::exports::capsule::plugin::tools::{CallOutcome, Tool, ToolAnnotations, ToolResult};
 }
 
+impl types::ClientCapabilities {
+    /// A client that offers nothing a plugin could ask of it.
+    pub const NONE: Self = Self { elicitation_form: false, elicitation_url: false, sampling: false, roots: false };
+}
+
+impl types::RequestContext {
+    /// A request's first round: what its client offers, and no input responses or state yet.
+    pub fn first(client: types::ClientCapabilities) -> Self {
+        Self { client, responses: Vec::new(), state: None }
+    }
+}
+
 /// Fully qualified export names, as `Component::get_export_index` expects them.
 pub const TOOLS: &str = "capsule:plugin/tools@0.1.0";
 pub const RESOURCES: &str = "capsule:plugin/resources@0.1.0";

@@ -240,16 +240,7 @@ mod tests {
     }
 
     async fn add(plugin: &Plugin) {
-        let context = types::RequestContext {
-            client: types::ClientCapabilities {
-                elicitation_form: false,
-                elicitation_url: false,
-                sampling: false,
-                roots: false,
-            },
-            responses: Vec::new(),
-            state: None,
-        };
+        let context = types::RequestContext::first(types::ClientCapabilities::NONE);
         let outcome = plugin
             .call_tool("add", r#"{"a":1,"b":2}"#, &context, &ClientRoots::NotOffered, Arc::new(NoEvents))
             .await

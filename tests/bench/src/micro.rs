@@ -44,16 +44,7 @@ pub async fn instance_call_us(
 async fn instance_calls(runtime: &PluginRuntime, bytes: &[u8], calls: usize, reps: usize) -> anyhow::Result<Vec<f64>> {
     let account = Account::new("bench", Quotas::default());
     let plugin = runtime.load(&account, "calc", (Arc::from(bytes), None), Arc::new(Grants::default())).await?;
-    let context = types::RequestContext {
-        client: types::ClientCapabilities {
-            elicitation_form: false,
-            elicitation_url: false,
-            sampling: false,
-            roots: false,
-        },
-        responses: Vec::new(),
-        state: None,
-    };
+    let context = types::RequestContext::first(types::ClientCapabilities::NONE);
     let events: capsule::runtime::Events = Arc::new(NoEvents);
     let mut results = Vec::new();
     for _ in 0..reps {
