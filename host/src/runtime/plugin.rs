@@ -243,45 +243,26 @@ impl Plugin {
         let dirs = open_dirs(name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
         let reservation = reserve(&self.sandbox.runtime, self.account.tenant(), name, &grants)?;
-        Ok(self.sandboxed(grants, dirs, slots, reservation))
+        Ok(self.sandboxed(Arc::new(self.sandbox.with_grants(grants, dirs)), slots, reservation))
     }
 
     /// The same plugin with its lists read again (a plugin's lists may change while it
-    /// runs; it says so with `host.list-changed`). It shares this version's concurrency
-    /// limit, and calls running on `self` are unaffected.
+    /// runs; it says so with `host.list-changed`). It shares this version's sandbox (and so
+    /// its spare instances) and concurrency limit, and calls running on `self` are unaffected.
     pub async fn relisted(&self) -> Result<Plugin, LoadError> {
-        let mut plugin = self.sandboxed(
-            self.sandbox.grants.clone(),
-            self.sandbox.dirs.clone(),
-            self.slots.clone(),
-            self.reservation.clone(),
-        );
+        let mut plugin = self.sandboxed(self.sandbox.clone(), self.slots.clone(), self.reservation.clone());
         plugin.manifest = plugin.read_manifest().await?;
         Ok(plugin)
     }
 
-    /// This plugin's compiled component and lists, run under these grants, directories, call
-    /// slots and instance reservation.
-    fn sandboxed(
-        &self,
-        grants: Arc<Grants>,
-        dirs: Arc<GrantDirs>,
-        slots: Arc<Semaphore>,
-        reservation: Arc<Reservation>,
-    ) -> Plugin {
-        let sandbox = &self.sandbox;
+    /// This plugin's compiled component and lists, run in this sandbox, with these call slots
+    /// and instance reservation.
+    fn sandboxed(&self, sandbox: Arc<Blueprint>, slots: Arc<Semaphore>, reservation: Arc<Reservation>) -> Plugin {
         Plugin {
             account: self.account.clone(),
             component: self.component.clone(),
             digest: self.digest.clone(),
-            sandbox: Arc::new(Blueprint::new(
-                sandbox.runtime.clone(),
-                sandbox.pre.clone(),
-                sandbox.plugin.clone(),
-                sandbox.tenant.clone(),
-                grants,
-                dirs,
-            )),
+            sandbox,
             slots,
             reservation,
             needs: self.needs.clone(),

@@ -107,6 +107,12 @@ impl Blueprint {
         Blueprint { runtime, pre, plugin, tenant, grants, dirs, refused: AtomicBool::new(false) }
     }
 
+    /// The same plugin version under other grants and their directories: another sandbox,
+    /// whose spares are its own.
+    pub fn with_grants(&self, grants: Arc<Grants>, dirs: Arc<GrantDirs>) -> Blueprint {
+        Blueprint::new(self.runtime.clone(), self.pre.clone(), self.plugin.clone(), self.tenant.clone(), grants, dirs)
+    }
+
     /// A call's store data: its directories (the grants narrowed to `mounts`) and where its
     /// events go. Fails only if a granted directory cannot be opened.
     pub fn state(&self, mounts: Vec<Mount>, events: Events) -> Result<CallState, String> {
