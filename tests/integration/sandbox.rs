@@ -176,7 +176,7 @@ async fn prebuilt_instances_serve_one_call_each() {
     std::fs::write(
         &fixture.policy,
         format!(
-            "[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\nlimits = {{ cpu_ms = 1000, timeout_ms = 5000 }}\n",
+            "[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\nlimits = {{ cpu_ms = 300, timeout_ms = 5000 }}\n",
             fixture.base.display()
         ),
     )
