@@ -164,7 +164,7 @@ struct ServeArgs {
     http: HttpArgs,
     #[command(flatten)]
     admin: AdminArgs,
-    /// Request workers [default: the machine's cores]: each is a thread with an async runtime
+    /// Request workers [default: twice the machine's cores]: each is a thread with an async runtime
     /// of its own, and each HTTP connection is served on one of them (the one with the fewest
     /// connections when it opens). A call that computes past half a millisecond moves to a
     /// thread of its own, so the workers only carry short work.
@@ -192,14 +192,20 @@ struct ServeArgs {
     state_key_file: Option<PathBuf>,
 }
 
-/// The request workers `serve` starts unless told: one per core.
+/// The request workers `serve` starts unless told: two per core.
 ///
 /// Each worker is a runtime of its own (see `workers`), so no request is handed between
-/// them and a second worker costs no wake-ups; it only lets a second core serve
-/// connections. The workers carry short work only: a call computing past half a millisecond
-/// leaves them (`runtime::offload`). Measured on two cores (BENCHMARKS.md, "Workers").
+/// them and a worker costs no wake-ups of the others. A connection stays on its worker, so
+/// while the kernel lets another thread (a busy neighbour, the clients on the same machine)
+/// hold that worker's CPU, the connection waits out the other thread's time slice (1.4 ms on
+/// two cores). With two workers a core, the kernel runs another worker meanwhile and only
+/// that worker's share of the connections waits: on two cores at 8 clients, 4 workers
+/// against 2 took p99 from 0.7-1.57 ms to 0.47-0.59 ms and calls a second up 5-15%; 6 or 8
+/// cost more CPU a call in switches (BENCHMARKS.md, "Two workers a core"). The workers
+/// carry short work only: a call computing past half a millisecond leaves them
+/// (`runtime::offload`).
 pub fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    2 * std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// A body limit from 1 KiB to 1 GiB.
