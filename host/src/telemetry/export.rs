@@ -4,6 +4,7 @@
 //! batch the collector could not take for a passing reason (unreachable, 429, 502, 503, 504)
 //! is tried again a few times before it is dropped.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +43,11 @@ pub struct Queue {
     batching: Batching,
 }
 
+thread_local! {
+    /// A span encoded on this thread, before it joins the queue.
+    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 #[derive(Default)]
 struct Pending {
     /// Encoded `ScopeSpans.spans` entries, one after the other.
@@ -58,19 +64,24 @@ impl Queue {
     }
 
     /// Encode `span` into the queue (or count it dropped when the queue is full); a batch
-    /// that fills wakes the exporter.
+    /// that fills wakes the exporter. The span is encoded before the lock is taken, so that
+    /// a worker preempted while encoding keeps no other worker waiting.
     pub fn push(&self, span: &SpanRecord) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.ends.len() >= self.batching.max_queue {
-            pending.dropped += 1;
-            return;
-        }
-        otlp::encode_span(&mut pending.bytes, span);
-        let end = pending.bytes.len();
-        pending.ends.push(end);
-        if pending.ends.len() == self.batching.max_batch {
-            self.ready.notify_one();
-        }
+        ENCODED.with_borrow_mut(|encoded| {
+            encoded.clear();
+            otlp::encode_span(encoded, span);
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.ends.len() >= self.batching.max_queue {
+                pending.dropped += 1;
+                return;
+            }
+            pending.bytes.extend_from_slice(encoded);
+            let end = pending.bytes.len();
+            pending.ends.push(end);
+            if pending.ends.len() == self.batching.max_batch {
+                self.ready.notify_one();
+            }
+        });
     }
 
     /// What is queued, leaving `spare` (emptied) in its place: the exporter hands back the

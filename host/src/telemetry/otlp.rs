@@ -219,9 +219,15 @@ fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
     varint(out, u64::from(field) << 3 | u64::from(wire));
 }
 
+/// Most varints written (field keys, short lengths, small numbers) take one byte.
+#[inline]
 fn varint(out: &mut Vec<u8>, value: u64) {
-    let (bytes, len) = varint_bytes(value);
-    out.extend_from_slice(&bytes[..len]);
+    if value < 0x80 {
+        out.push(value as u8);
+    } else {
+        let (bytes, len) = varint_bytes(value);
+        out.extend_from_slice(&bytes[..len]);
+    }
 }
 
 /// `value` as a varint: its bytes, and how many of them there are.
