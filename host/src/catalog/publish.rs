@@ -2,13 +2,20 @@
 //! layer), without either knowing the other: the builder publishes each new catalog on a
 //! watch channel, and servers ask for a plugin's lists to be read again through a queue.
 //!
+//! The catalog in force is also kept in an `ArcSwap`, which is what requests read: every
+//! request looks it up, on every worker, and a watch channel's borrow takes a lock whose
+//! cache line then moves between the workers' CPUs.
+//!
 //! A publisher may start empty, with its first load still under way: catalogs are then
 //! published as plugins join, and servers can wait for the load to end before answering
 //! what a missing plugin would get wrong.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use tokio::sync::{Notify, watch};
 
@@ -18,50 +25,72 @@ use crate::runtime::ListKind;
 /// The publishing end: one per catalog being kept (per tenant, once there are tenants).
 pub struct Publisher {
     catalogs: watch::Sender<Arc<Catalog>>,
+    /// The same catalog as `catalogs`, for reading without a lock.
+    live: Arc<ArcSwap<Catalog>>,
     relists: Arc<Relists>,
     /// Whether the first load is over.
     loaded: watch::Sender<bool>,
+    /// The same, for reading without a lock.
+    done: Arc<AtomicBool>,
 }
 
 impl Publisher {
     /// Publish `first` as the catalog in force.
     pub fn new(first: Catalog) -> Publisher {
-        let (catalogs, _) = watch::channel(Arc::new(first));
-        Publisher { catalogs, relists: Arc::default(), loaded: watch::Sender::new(true) }
+        let first = Arc::new(first);
+        let live = Arc::new(ArcSwap::new(first.clone()));
+        let (catalogs, _) = watch::channel(first);
+        Publisher {
+            catalogs,
+            live,
+            relists: Arc::default(),
+            loaded: watch::Sender::new(true),
+            done: Arc::new(AtomicBool::new(true)),
+        }
     }
 
     /// Publish an empty catalog while the first load is under way; [`Publisher::loaded`]
     /// says when it is over.
     pub fn loading() -> Publisher {
-        Publisher { loaded: watch::Sender::new(false), ..Publisher::new(Catalog::default()) }
+        Publisher {
+            loaded: watch::Sender::new(false),
+            done: Arc::new(AtomicBool::new(false)),
+            ..Publisher::new(Catalog::default())
+        }
     }
 
     /// Whether the first load is over.
     pub fn is_loaded(&self) -> bool {
-        *self.loaded.borrow()
+        self.done.load(Ordering::Acquire)
     }
 
     /// The first load is over.
     pub fn loaded(&self) {
+        self.done.store(true, Ordering::Release);
         self.loaded.send_replace(true);
     }
 
     /// The catalog in force.
     pub fn current(&self) -> Arc<Catalog> {
-        self.catalogs.borrow().clone()
+        self.live.load_full()
     }
 
     /// Serve `catalog` from now on; requests already running keep the one they started on.
+    /// It is in force before subscribers hear of it.
     pub fn publish(&self, catalog: Catalog) {
-        self.catalogs.send_replace(Arc::new(catalog));
+        let catalog = Arc::new(catalog);
+        self.live.store(catalog.clone());
+        self.catalogs.send_replace(catalog);
     }
 
     /// A subscription for a server: the catalog in force and every one that follows.
     pub fn subscribe(&self) -> Published {
         Published {
             catalogs: self.catalogs.subscribe(),
+            live: self.live.clone(),
             relists: self.relists.clone(),
             loaded: self.loaded.subscribe(),
+            done: self.done.clone(),
         }
     }
 
@@ -75,14 +104,21 @@ impl Publisher {
 #[derive(Clone)]
 pub struct Published {
     catalogs: watch::Receiver<Arc<Catalog>>,
+    live: Arc<ArcSwap<Catalog>>,
     relists: Arc<Relists>,
     loaded: watch::Receiver<bool>,
+    done: Arc<AtomicBool>,
 }
 
 impl Published {
     /// The catalog in force. A request keeps the one it started with.
     pub fn current(&self) -> Arc<Catalog> {
-        self.catalogs.borrow().clone()
+        self.live.load_full()
+    }
+
+    /// Look something up in the catalog in force, without holding on to it.
+    pub fn with<R>(&self, look: impl FnOnce(&Catalog) -> R) -> R {
+        look(&self.live.load())
     }
 
     /// Wait for the next catalog and say which lists differ from `seen` (the last one this
@@ -96,7 +132,7 @@ impl Published {
 
     /// Wait for the publisher's first load to end, but no longer than `within`.
     pub async fn first_load(&self, within: Duration) {
-        if *self.loaded.borrow() {
+        if self.done.load(Ordering::Acquire) {
             return;
         }
         let mut loaded = self.loaded.clone();

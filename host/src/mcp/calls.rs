@@ -48,7 +48,7 @@ impl CapsuleServer {
     /// output. The plugin gets the arguments as the client wrote them, and the client gets the
     /// plugin's result as written from its WIT value.
     pub(super) async fn tools_call(&self, params: CallParams<'_>, cx: &RequestCx) -> Result<Reply, ErrorData> {
-        let Some(entry) = self.shared.catalog().tool(&params.name).cloned() else {
+        let Some(entry) = self.shared.with_catalog(|catalog| catalog.tool(&params.name).cloned()) else {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", super::excerpt(&params.name)),
                 Some(json!({"name": params.name})),

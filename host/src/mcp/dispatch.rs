@@ -150,7 +150,7 @@ impl CapsuleServer {
         let tool = peek
             .as_ref()
             .and_then(|p| p.name.as_deref())
-            .filter(|name| method == "tools/call" && self.shared.catalog().tool(name).is_some());
+            .filter(|name| method == "tools/call" && self.shared.with_catalog(|catalog| catalog.tool(name).is_some()));
         let name = match tool {
             Some(tool) => format!("{method} {tool}"),
             None => method.to_owned(),

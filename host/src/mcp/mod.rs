@@ -117,6 +117,11 @@ impl Shared {
         self.published.current()
     }
 
+    /// Look something up in the catalog in force, without holding on to it.
+    pub fn with_catalog<R>(&self, look: impl FnOnce(&Catalog) -> R) -> R {
+        self.published.with(look)
+    }
+
     /// Where requests, calls and sessions are recorded.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -161,7 +166,7 @@ impl CapsuleServer {
 
     /// A tool's input schema (for checks a transport makes against the arguments).
     pub fn input_schema(&self, tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
-        self.shared.catalog().tool(tool).map(|entry| entry.input_schema.clone())
+        self.shared.with_catalog(|catalog| catalog.tool(tool).map(|entry| entry.input_schema.clone()))
     }
 
     /// The revision this session agreed on in `initialize`, if it has.
