@@ -1,7 +1,7 @@
 //! Capsule's own wire: stdio framing, batches and revision rules over real pipes, and the
 //! 2026-07-28 HTTP path over real sockets.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{Client, META_2026, Server, StdioServer, first_text, raw_connection, read_until_closed};
 
@@ -162,6 +162,45 @@ fn stdio_a_request_waiting_on_the_client_holds_no_place() {
     let answered = stdio.read();
     assert_eq!(answered["id"], 2, "{answered}");
     assert!(answered["result"].is_object(), "{answered}");
+    stdio.finish();
+}
+
+/// A batch holds one place in flight, and gives it up while any of its elements waits on the
+/// client: with one place, two elements asking the client (sampling, on 2025-03-26) and a
+/// request sent before the answers are all served.
+#[test]
+fn stdio_a_batch_waiting_on_the_client_holds_no_place() {
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let mut stdio =
+        StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"]);
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "t", "version": "1"}}}));
+    assert_eq!(stdio.read()["result"]["protocolVersion"], "2025-03-26");
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let sample = |id: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "test_sampling", "arguments": {"prompt": id}}})
+    };
+    stdio.send(&json!([sample("a"), sample("b")]));
+    let asked: Vec<Value> = (0..2).map(|_| stdio.read()).collect();
+    assert!(asked.iter().all(|m| m["method"] == "sampling/createMessage"), "{asked:?}");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(stdio.read()["id"], 3, "the ping is served while the batch waits on the client");
+    // The first answer lets one element go on; the batch takes its place back only once the
+    // other has its answer too, so a second ping still gets through before that.
+    let answer = |asked: &Value| {
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "fine"}, "model": "m"}})
+    };
+    stdio.send(&answer(&asked[0]));
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    assert_eq!(stdio.read()["id"], 4, "the batch took its place back while an element still waited");
+    stdio.send(&answer(&asked[1]));
+    let answers = stdio.read();
+    let answers = answers.as_array().unwrap_or_else(|| panic!("a batch is answered with an array: {answers}"));
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(answers.iter().all(|a| first_text(&a["result"]) == "LLM response: fine"), "{answers:?}");
     stdio.finish();
 }
 

@@ -13,11 +13,11 @@
 //! a client that writes requests and never reads their answers stops being read rather than
 //! filling memory with answers. A request that waits on the client (roots, elicitation,
 //! sampling) gives its place up while it waits, for the client's answer is further down the
-//! input and the reader has to get to it.
+//! input and the reader has to get to it. A batch holds one place for all its elements and
+//! gives it up while any of them waits.
 
-use std::cell::RefCell;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData;
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
@@ -66,9 +66,50 @@ const OUTPUT_QUEUE: usize = 1024;
 pub const MAX_IN_FLIGHT: usize = 1024;
 
 tokio::task_local! {
-    /// The place in flight of the request this task serves, given up while it waits on the
-    /// client (see [`Link::request`]).
-    static PLACE: RefCell<Option<OwnedSemaphorePermit>>;
+    /// The place in flight of the request this task serves, or of the batch it is an element
+    /// of (shared by the batch's elements, each on a task of its own), given up while it
+    /// waits on the client (see [`Link::request`]).
+    static PLACE: Arc<Mutex<Place>>;
+}
+
+/// A request's or a batch's place in flight.
+struct Place {
+    permit: Option<OwnedSemaphorePermit>,
+    /// Requests of its own waiting on the client: the place is given up while any does.
+    waiting: usize,
+}
+
+impl Place {
+    fn shared(permit: Option<OwnedSemaphorePermit>) -> Arc<Mutex<Place>> {
+        Arc::new(Mutex::new(Place { permit, waiting: 0 }))
+    }
+
+    /// One more of its requests waits on the client; the first gives the place up.
+    fn wait(&mut self) {
+        self.waiting += 1;
+        if self.waiting == 1 {
+            self.permit = None;
+        }
+    }
+
+    /// One stopped waiting: whether none waits now, so a place should be queued for again.
+    fn resume(&mut self) -> bool {
+        self.waiting -= 1;
+        self.waiting == 0
+    }
+
+    /// The place queued for came: kept, unless another of its requests waits again by now
+    /// (that one queues when it stops).
+    fn regain(&mut self, permit: Option<OwnedSemaphorePermit>) {
+        if self.waiting == 0 {
+            self.permit = permit;
+        }
+    }
+}
+
+/// `place`, locked; a panic while it was held leaves nothing half-changed.
+fn locked(place: &Mutex<Place>) -> std::sync::MutexGuard<'_, Place> {
+    place.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Serve one client on stdin/stdout until it closes stdin.
@@ -297,7 +338,7 @@ impl Connection {
                 } else {
                     let place = self.link.place().await;
                     let link = self.link.clone();
-                    self.tasks.spawn(PLACE.scope(RefCell::new(place), async move {
+                    self.tasks.spawn(PLACE.scope(Place::shared(place), async move {
                         if let Some(answer) = answer.await {
                             link.write(answer).await;
                         }
@@ -365,8 +406,11 @@ impl Connection {
             return;
         }
         let link = self.link.clone();
-        // One place for the whole batch: its elements run a few at a time (`run_batch`).
-        let place = link.place().await;
+        // One place for the whole batch: its elements run a few at a time (`run_batch`), each
+        // on a task of its own, and share it.
+        let place = Place::shared(link.place().await);
+        let answers: Vec<Answer> =
+            answers.into_iter().map(|answer| Box::pin(PLACE.scope(place.clone(), answer)) as Answer).collect();
         self.tasks.spawn(async move {
             let answers: Vec<Vec<u8>> = jsonrpc::run_batch(answers).await.into_iter().flatten().collect();
             if !answers.is_empty() {
@@ -423,13 +467,18 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            // The request's place goes while it waits for the client, and it queues for one
-            // again after; a request that has none (taken inline) has nothing to give up.
-            let had = PLACE.try_with(|place| place.borrow_mut().take()).ok().flatten().is_some();
+            // The request's (or its batch's) place goes while it waits for the client, and
+            // it queues for one again after; a request taken inline has none to give up.
+            let place = PLACE.try_with(Arc::clone).ok();
+            if let Some(place) = &place {
+                locked(place).wait();
+            }
             let answer = self.pending.request(&request, &self.out, self.closed.cancelled()).await;
-            if had {
-                let place = self.place().await;
-                let _ = PLACE.try_with(|slot| *slot.borrow_mut() = place);
+            if let Some(place) = place
+                && locked(&place).resume()
+            {
+                let permit = self.place().await;
+                locked(&place).regain(permit);
             }
             answer
         })
