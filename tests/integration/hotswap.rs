@@ -1,12 +1,13 @@
 //! Hot swap under load, and the admin endpoint.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Admin, Client, SseStream, first_text, plugins, scratch_dir};
+use crate::support::{Admin, Client, SseStream, StdioServer, first_text, plugins, scratch_dir};
 
 /// Count the tool-list notifications arriving on a stream until it ends or `stop` is set.
 fn count_list_changes(mut stream: SseStream, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
@@ -330,5 +331,37 @@ async fn a_plugin_added_while_the_first_load_runs_is_not_missed() {
         assert!(started.elapsed() < Duration::from_secs(60), "the added plugin never joined:\n{}", server.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client that connects while the first load runs hears of each list that changed once,
+/// when the load ends, not once for every plugin that joins.
+#[test]
+fn the_first_load_is_announced_once() {
+    let dir = scratch_dir("first-load-announced");
+    for name in ["calc", "textkit", "testing/hostile"] {
+        let file = format!("{name}.wasm");
+        std::fs::copy(plugins().join(&file), dir.join(Path::new(&file).file_name().unwrap())).unwrap();
+    }
+    let (mut stdio, loaded) =
+        StdioServer::starting(&["--plugins", dir.to_str().unwrap(), "--no-compile-cache", "--no-watch"], &[]);
+    stdio.initialize("2025-11-25");
+    loaded.recv_timeout(Duration::from_secs(120)).expect("the first load ends");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let mut heard = std::collections::BTreeMap::<String, usize>::new();
+    let tools = loop {
+        let message = stdio.read();
+        if message["id"] == 2 {
+            break message;
+        }
+        let method = message["method"].as_str().unwrap_or_default().to_owned();
+        assert!(method.ends_with("/list_changed"), "{message}");
+        *heard.entry(method).or_default() += 1;
+    };
+    assert!(heard.values().all(|&n| n == 1), "one notification a list for one load: {heard:?}");
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(["add", "hash", "spin"].iter().all(|name| names.contains(name)), "{names:?}");
+    stdio.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -463,6 +463,14 @@ impl StdioServer {
 
     /// [`StdioServer::start_with`] with more environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> StdioServer {
+        let (server, loaded) = StdioServer::starting(args, env);
+        // An error (the channel closed at exit) is for the test to find.
+        let _ = loaded.recv_timeout(Duration::from_secs(120));
+        server
+    }
+
+    /// Start without waiting for the plugins; the receiver hears when they are loaded.
+    pub fn starting(args: &[&str], env: &[(&str, &str)]) -> (StdioServer, std::sync::mpsc::Receiver<()>) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .args(["serve", "--stdio"])
             .args(args)
@@ -482,11 +490,9 @@ impl StdioServer {
                 }
             }
         });
-        // An error (the channel closed at exit) is for the test to find.
-        let _ = loaded.recv_timeout(Duration::from_secs(120));
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        StdioServer { child, stdin, stdout }
+        (StdioServer { child, stdin, stdout }, loaded)
     }
 
     /// Write one line as it is (it need not be valid JSON).

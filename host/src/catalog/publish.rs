@@ -130,6 +130,18 @@ impl Published {
         Some((new, changed))
     }
 
+    /// The catalog in force and the lists that differ from `seen`, at once.
+    pub fn since(&mut self, seen: &Catalog) -> (Arc<Catalog>, Vec<ListKind>) {
+        let new = self.catalogs.borrow_and_update().clone();
+        let changed = changed_lists(seen, &new);
+        (new, changed)
+    }
+
+    /// Whether the publisher's first load is over.
+    pub fn is_loaded(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
     /// Wait for the publisher's first load to end, but no longer than `within`.
     pub async fn first_load(&self, within: Duration) {
         if self.done.load(Ordering::Acquire) {

@@ -94,15 +94,20 @@ pub struct Shared {
 
 impl Shared {
     /// Serve the catalogs `published` carries, sealing request state with `codec`. Clients
-    /// hear of every list that differs between one catalog and the next. Requests and calls
-    /// are recorded in `metrics`.
+    /// hear of every list that differs between one catalog and the next; while the first
+    /// load runs (a catalog a plugin), once for the whole load when it ends (or after
+    /// [`FIRST_LOAD_WAIT`]). Requests and calls are recorded in `metrics`.
     pub fn new(published: Published, codec: StateCodec, metrics: Arc<Metrics>) -> Arc<Self> {
         let sessions = Arc::<Sessions>::default();
         let mut follow = published.clone();
         let notify = sessions.clone();
         tokio::spawn(async move {
             let mut seen = follow.current();
-            while let Some((new, changed)) = follow.next(&seen).await {
+            while let Some((mut new, mut changed)) = follow.next(&seen).await {
+                if !follow.is_loaded() {
+                    follow.first_load(FIRST_LOAD_WAIT).await;
+                    (new, changed) = follow.since(&seen);
+                }
                 for kind in changed {
                     notify.list_changed(kind, &new).await;
                 }
