@@ -26,7 +26,7 @@ mod watch;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -98,8 +98,29 @@ struct Endpoint {
     sessions: Arc<SessionTable>,
     /// Ends the tenant's sessions and streams when the tenant is removed.
     ended: CancellationToken,
+    /// Children of `ended` that stateless requests' tokens are made under, one a thread
+    /// slot (see [`Endpoint::branch`]).
+    branches: Box<[CancellationToken]>,
     /// The bytes of its requests and responses.
     traffic: Traffic,
+}
+
+/// Branches of an endpoint's token: more than the request workers of most machines.
+const BRANCHES: usize = 16;
+
+impl Endpoint {
+    /// The token this thread's stateless requests make theirs under. A token's parent is
+    /// locked whenever a child is made or dropped; had every request a child of `ended`,
+    /// every worker would take that one lock twice a request, and more workers (cores)
+    /// would contend more. On two cores at 8 clients, adding and removing the children
+    /// went from 0.35 to 0.16 µs a call (`perf`).
+    fn branch(&self) -> &CancellationToken {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        &self.branches[SLOT.with(|slot| *slot) % self.branches.len()]
+    }
 }
 
 /// What every HTTP request is served with: the tenants and their endpoints.
@@ -137,6 +158,7 @@ impl FrontDoor {
                 &self.options,
                 ended.clone(),
             ),
+            branches: (0..BRANCHES).map(|_| ended.child_token()).collect(),
             ended,
             traffic: tenant.shared.metrics().traffic(&tenant.id, "tcp"),
         });
@@ -370,7 +392,7 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
     };
     match modern.or(unknown) {
         Some(declared) => {
-            let answer = (&endpoint.ended, &caller, tenant.auth.as_ref());
+            let answer = (endpoint.branch(), &caller, tenant.auth.as_ref());
             modern::serve(&endpoint.stateless, &parts.headers, &declared, &body, answer).await
         }
         None => {
