@@ -520,8 +520,13 @@ impl StdioServer {
 
     /// `initialize` at `version` and `notifications/initialized`.
     pub fn initialize(&mut self, version: &str) {
+        self.initialize_offering(version, json!({}));
+    }
+
+    /// The same, for a client offering `capabilities`.
+    pub fn initialize_offering(&mut self, version: &str, capabilities: Value) {
         self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+            "protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}}));
         assert_eq!(self.read()["result"]["protocolVersion"], version);
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }

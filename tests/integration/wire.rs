@@ -139,18 +139,18 @@ fn stdio_stops_reading_a_client_that_reads_no_answers() {
     stdio.finish();
 }
 
+/// A stdio server with the conformance plugin and one place in flight.
+fn one_place_with_conformance() -> StdioServer {
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"])
+}
+
 /// A request waiting on the client's answer holds no place in flight: with one place, the
 /// client can still be asked something and send a request before it answers.
 #[test]
 fn stdio_a_request_waiting_on_the_client_holds_no_place() {
-    let conformance = crate::support::plugins().join("conformance.wasm");
-    let mut stdio =
-        StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"]);
-    stdio.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
-        "clientInfo": {"name": "t", "version": "1"}}}));
-    assert_eq!(stdio.read()["result"]["protocolVersion"], "2025-11-25");
-    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut stdio = one_place_with_conformance();
+    stdio.initialize_offering("2025-11-25", json!({"elicitation": {"form": {}}}));
     stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "test_elicitation", "arguments": {"message": "who are you?"}}}));
     let asked = stdio.read();
@@ -170,14 +170,8 @@ fn stdio_a_request_waiting_on_the_client_holds_no_place() {
 /// request sent before the answers are all served.
 #[test]
 fn stdio_a_batch_waiting_on_the_client_holds_no_place() {
-    let conformance = crate::support::plugins().join("conformance.wasm");
-    let mut stdio =
-        StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"]);
-    stdio.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {"sampling": {}},
-        "clientInfo": {"name": "t", "version": "1"}}}));
-    assert_eq!(stdio.read()["result"]["protocolVersion"], "2025-03-26");
-    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut stdio = one_place_with_conformance();
+    stdio.initialize_offering("2025-03-26", json!({"sampling": {}}));
     let sample = |id: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
         "name": "test_sampling", "arguments": {"prompt": id}}})
