@@ -1,10 +1,11 @@
 //! How catalogs travel from whoever builds them (the loader) to whoever serves them (the MCP
-//! layer), without either knowing the other: the builder publishes each new catalog on a
-//! watch channel, and servers ask for a plugin's lists to be read again through a queue.
+//! layer), without either knowing the other: the builder publishes each new catalog, a watch
+//! channel tells subscribers a new one is in force, and servers ask for a plugin's lists to
+//! be read again through a queue.
 //!
-//! The catalog in force is also kept in an `ArcSwap`, which is what requests read: every
-//! request looks it up, on every worker, and a watch channel's borrow takes a lock whose
-//! cache line then moves between the workers' CPUs.
+//! The catalog in force is kept in an `ArcSwap`, not in the watch channel: every request
+//! looks it up, on every worker, and a watch channel's borrow takes a lock whose cache line
+//! then moves between the workers' CPUs.
 //!
 //! A publisher may start empty, with its first load still under way: catalogs are then
 //! published as plugins join, and servers can wait for the load to end before answering
@@ -24,9 +25,10 @@ use crate::runtime::ListKind;
 
 /// The publishing end: one per catalog being kept (per tenant, once there are tenants).
 pub struct Publisher {
-    catalogs: watch::Sender<Arc<Catalog>>,
-    /// The same catalog as `catalogs`, for reading without a lock.
+    /// The catalog in force.
     live: Arc<ArcSwap<Catalog>>,
+    /// Fires when another catalog is put in force.
+    changes: watch::Sender<()>,
     relists: Arc<Relists>,
     /// Whether the first load is over.
     loaded: watch::Sender<bool>,
@@ -37,12 +39,9 @@ pub struct Publisher {
 impl Publisher {
     /// Publish `first` as the catalog in force.
     pub fn new(first: Catalog) -> Publisher {
-        let first = Arc::new(first);
-        let live = Arc::new(ArcSwap::new(first.clone()));
-        let (catalogs, _) = watch::channel(first);
         Publisher {
-            catalogs,
-            live,
+            live: Arc::new(ArcSwap::from_pointee(first)),
+            changes: watch::Sender::new(()),
             relists: Arc::default(),
             loaded: watch::Sender::new(true),
             done: Arc::new(AtomicBool::new(true)),
@@ -78,16 +77,15 @@ impl Publisher {
     /// Serve `catalog` from now on; requests already running keep the one they started on.
     /// It is in force before subscribers hear of it.
     pub fn publish(&self, catalog: Catalog) {
-        let catalog = Arc::new(catalog);
-        self.live.store(catalog.clone());
-        self.catalogs.send_replace(catalog);
+        self.live.store(Arc::new(catalog));
+        self.changes.send_replace(());
     }
 
     /// A subscription for a server: the catalog in force and every one that follows.
     pub fn subscribe(&self) -> Published {
         Published {
-            catalogs: self.catalogs.subscribe(),
             live: self.live.clone(),
+            changes: self.changes.subscribe(),
             relists: self.relists.clone(),
             loaded: self.loaded.subscribe(),
             done: self.done.clone(),
@@ -103,8 +101,8 @@ impl Publisher {
 /// The serving end: the catalog in force, and a way to ask for lists to be read again.
 #[derive(Clone)]
 pub struct Published {
-    catalogs: watch::Receiver<Arc<Catalog>>,
     live: Arc<ArcSwap<Catalog>>,
+    changes: watch::Receiver<()>,
     relists: Arc<Relists>,
     loaded: watch::Receiver<bool>,
     done: Arc<AtomicBool>,
@@ -124,15 +122,15 @@ impl Published {
     /// Wait for the next catalog and say which lists differ from `seen` (the last one this
     /// subscriber looked at). `None` once the publisher is gone.
     pub async fn next(&mut self, seen: &Catalog) -> Option<(Arc<Catalog>, Vec<ListKind>)> {
-        self.catalogs.changed().await.ok()?;
-        let new = self.catalogs.borrow_and_update().clone();
-        let changed = changed_lists(seen, &new);
-        Some((new, changed))
+        self.changes.changed().await.ok()?;
+        Some(self.since(seen))
     }
 
-    /// The catalog in force and the lists that differ from `seen`, at once.
+    /// The catalog in force and the lists that differ from `seen`, at once; what was
+    /// published until now counts as seen by [`Published::next`].
     pub fn since(&mut self, seen: &Catalog) -> (Arc<Catalog>, Vec<ListKind>) {
-        let new = self.catalogs.borrow_and_update().clone();
+        self.changes.mark_unchanged();
+        let new = self.current();
         let changed = changed_lists(seen, &new);
         (new, changed)
     }
@@ -144,7 +142,7 @@ impl Published {
 
     /// Wait for the publisher's first load to end, but no longer than `within`.
     pub async fn first_load(&self, within: Duration) {
-        if self.done.load(Ordering::Acquire) {
+        if self.is_loaded() {
             return;
         }
         let mut loaded = self.loaded.clone();
