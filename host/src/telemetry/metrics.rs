@@ -10,20 +10,21 @@
 //! is `unsupported`.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::gauge::Gauge as SetGauge;
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{
     CallLabels, LoadLabels, METHODS, OperationLabels, PluginLabels, ResultLabels, SessionLabels, TenantLabels,
     ToolLabels, TrafficLabels, VERSIONS, bounded,
 };
+use super::sharded::{Counter, Gauge, Histogram};
 
 /// How a plugin call ended, as the calls counter labels it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +87,16 @@ fn lifetimes() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 4.0, 10))
 }
 
+/// How many operation series each thread keeps at hand.
+const RECENT_SERIES: usize = 8;
+
+thread_local! {
+    /// The operation series this thread recorded into last (with their server's id): a
+    /// request finds its series among them without hashing its labels or taking the
+    /// family's lock, whose line every worker would write.
+    static RECENT: RefCell<Vec<(u64, OperationLabels, Histogram)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// A request being served, as the operation-duration histogram will record it.
 pub struct Operation<'a> {
     /// The method (any string: it is bounded when recorded).
@@ -103,6 +114,8 @@ pub struct Operation<'a> {
 /// Every series the server exports. One per server, shared by its tenants, handed down to
 /// each layer that records into it: not a process-wide singleton.
 pub struct Metrics {
+    /// Tells this server's series apart from another's in [`RECENT`].
+    id: u64,
     registry: Registry,
     operations: Histograms<OperationLabels>,
     sessions_ended: Histograms<SessionLabels>,
@@ -112,10 +125,10 @@ pub struct Metrics {
     in_flight: Family<TenantLabels, Gauge>,
     instantiate: Histograms<PluginLabels>,
     guest: Histograms<PluginLabels>,
-    memory_high_water: Family<PluginLabels, Gauge>,
+    memory_high_water: Family<PluginLabels, SetGauge>,
     prebuilt: Family<PluginLabels, Counter>,
-    live_instances: Gauge,
-    instance_capacity: Gauge,
+    live_instances: SetGauge,
+    instance_capacity: SetGauge,
     compile_cache: Family<ResultLabels, Counter>,
     reloads: Histograms<TenantLabels>,
     loads: Family<LoadLabels, Counter>,
@@ -182,7 +195,7 @@ impl Metrics {
             Unit::Seconds,
             guest.clone(),
         );
-        let memory_high_water = Family::<PluginLabels, Gauge>::default();
+        let memory_high_water = Family::<PluginLabels, SetGauge>::default();
         registry.register_with_unit(
             "capsule_plugin_memory_high_water",
             "The most linear memory one call of the plugin has used",
@@ -195,13 +208,13 @@ impl Metrics {
             "Calls that ran in an instance an idle worker built ahead (--spare-instances)",
             prebuilt.clone(),
         );
-        let live_instances = Gauge::default();
+        let live_instances = SetGauge::default();
         registry.register(
             "capsule_instances_live",
             "Plugin instances alive now (one per running call)",
             live_instances.clone(),
         );
-        let instance_capacity = Gauge::default();
+        let instance_capacity = SetGauge::default();
         registry.register(
             "capsule_instances_capacity",
             "Plugin instances the engine's pool can hold at once",
@@ -234,7 +247,9 @@ impl Metrics {
             Unit::Bytes,
             traffic.clone(),
         );
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Metrics {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             registry,
             operations,
             sessions_ended,
@@ -264,7 +279,16 @@ impl Metrics {
             network_transport: op.transport,
             mcp_protocol_version: op.version.map_or("", |v| bounded(v, VERSIONS, "unsupported")),
         };
-        self.operations.get_or_create(&labels).observe(took.as_secs_f64());
+        RECENT.with_borrow_mut(|recent| {
+            let found = recent.iter().position(|(id, seen, _)| *id == self.id && *seen == labels);
+            let index = found.unwrap_or_else(|| {
+                let histogram = self.operations.get_or_create(&labels).clone();
+                recent.truncate(RECENT_SERIES - 1);
+                recent.insert(0, (self.id, labels, histogram));
+                0
+            });
+            recent[index].2.observe(took.as_secs_f64());
+        });
     }
 
     /// A session of `tenant`'s opened.
@@ -429,7 +453,7 @@ impl ToolMeters {
 pub struct PluginMeters {
     instantiate: Histogram,
     guest: Histogram,
-    memory_high_water: Gauge,
+    memory_high_water: SetGauge,
     prebuilt: Counter,
 }
 
@@ -443,7 +467,11 @@ impl PluginMeters {
         self.instantiate.observe(instantiate.as_secs_f64());
         self.guest.observe(guest.as_secs_f64());
         let memory = i64::try_from(memory).unwrap_or(i64::MAX);
-        self.memory_high_water.inner().fetch_max(memory, Ordering::Relaxed);
+        // Read first: a call that sets no new high writes nothing the other CPUs read.
+        let high = self.memory_high_water.inner();
+        if memory > high.load(Ordering::Relaxed) {
+            high.fetch_max(memory, Ordering::Relaxed);
+        }
     }
 }
 
@@ -482,6 +510,29 @@ mod tests {
         assert!(text.contains(r#"mcp_method_name="other""#) && text.contains(r#"mcp_protocol_version="unsupported""#));
         assert!(text.contains(r#"mcp_method_name="tools/call""#), "{text}");
         assert!(text.contains("mcp_server_operation_duration_seconds_count"), "{text}");
+    }
+
+    #[test]
+    fn each_server_s_operations_go_to_its_own_series_however_many_there_are() {
+        let (a, b) = (Metrics::new(), Metrics::new());
+        let op = |method| Operation { method, transport: "tcp", version: None, tool: None, error: None };
+        // More label sets than a thread keeps at hand, each recorded twice, in turn.
+        for _ in 0..2 {
+            for method in METHODS {
+                a.operation(&op(method), Duration::from_millis(1));
+            }
+            b.operation(&op("ping"), Duration::from_millis(1));
+        }
+        let (a, b) = (a.render(), b.render());
+        for method in METHODS {
+            let count = format!(
+                r#"_count{{mcp_method_name="{method}",gen_ai_tool_name="",error_type="",network_transport="tcp",mcp_protocol_version=""}} 2"#
+            );
+            assert!(a.contains(&count), "{count} in {a}");
+        }
+        let ping = r#"_count{mcp_method_name="ping",gen_ai_tool_name="",error_type="",network_transport="tcp",mcp_protocol_version=""} 2"#;
+        assert!(b.contains(ping), "{b}");
+        assert!(!b.contains("tools/call"), "{b}");
     }
 
     #[test]

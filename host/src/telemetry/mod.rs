@@ -18,6 +18,7 @@ mod logs;
 mod metrics;
 mod otlp;
 mod serve;
+mod sharded;
 mod spans;
 mod subscriber;
 mod traces;
