@@ -119,6 +119,15 @@ struct TraceMeta<'a> {
     tracestate: Option<Cow<'a, str>>,
 }
 
+impl<'a> Peek<'a> {
+    /// What a tool call's span needs, from its params read already.
+    fn of(call: &'a CallParams<'a>) -> Peek<'a> {
+        let meta =
+            call.meta.as_ref().map(|meta| TraceMeta { traceparent: meta.traceparent(), tracestate: meta.tracestate() });
+        Peek { name: Some(Cow::Borrowed(&call.name)), meta }
+    }
+}
+
 /// Whether answering `method` depends on which plugins are loaded.
 fn serves_plugins(method: &str) -> bool {
     matches!(
@@ -146,7 +155,14 @@ impl CapsuleServer {
         // record through: every record the request writes carries its trace id. What is known
         // only at its end (`mcp.protocol.version`, `error.type`) goes to the exporter alone.
         let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::ERROR);
-        let peek = if traced { raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()) } else { None };
+        // A tool call's params are read once, here: the span takes what it needs of them,
+        // and the call the rest. Other requests' are peeked at only when the span is wanted.
+        let call = (method == "tools/call").then(|| params::<CallParams>(raw));
+        let peek = match &call {
+            Some(Ok(call)) if traced => Some(Peek::of(call)),
+            _ if traced => raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()),
+            _ => None,
+        };
         let tool = peek
             .as_ref()
             .and_then(|p| p.name.as_deref())
@@ -181,7 +197,7 @@ impl CapsuleServer {
         let started = Instant::now();
         let note = Arc::<Note>::default();
         // Boxed, so that instrumenting it moves a pointer rather than the whole future.
-        let reply = Box::pin(self.dispatch(method, raw, front, &note)).instrument(span.clone()).await;
+        let reply = Box::pin(self.dispatch(method, raw, call, front, &note)).instrument(span.clone()).await;
         let error = match &reply {
             Ok(Reply::Tool(tool)) if tool.is_error() => Some(Cow::Borrowed("tool_error")),
             Ok(_) => None,
@@ -205,10 +221,12 @@ impl CapsuleServer {
         reply
     }
 
+    /// Answer one request; a tool call's params come read already (`call`).
     async fn dispatch(
         &self,
         method: &str,
         raw: Option<&RawValue>,
+        call: Option<Result<CallParams<'_>, ErrorData>>,
         front: &Front,
         note: &Arc<Note>,
     ) -> Result<Reply, ErrorData> {
@@ -250,7 +268,7 @@ impl CapsuleServer {
                 finish(&cx, result)
             }
             "tools/call" => {
-                let p: CallParams = params(raw)?;
+                let p = call.unwrap_or_else(|| params(raw))?;
                 let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
                 finish(&cx, self.tools_call(p, &cx).await)
             }

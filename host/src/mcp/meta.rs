@@ -3,6 +3,8 @@
 
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
+use std::borrow::Cow;
+
 use rmcp::model::{ClientCapabilities, LoggingLevel, ProgressToken, ProtocolVersion, RequestMetaObject};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -26,6 +28,28 @@ pub struct Meta<'a> {
     log_level: Option<&'a RawValue>,
     #[serde(rename = "progressToken", borrow, default)]
     progress_token: Option<&'a RawValue>,
+    /// The client's W3C trace context, where the MCP conventions carry it.
+    #[serde(borrow, default)]
+    traceparent: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tracestate: Option<&'a RawValue>,
+}
+
+impl<'a> Meta<'a> {
+    /// The client's `traceparent`, if it is a string.
+    pub fn traceparent(&self) -> Option<Cow<'a, str>> {
+        text(self.traceparent)
+    }
+
+    /// The client's `tracestate`, if it is a string.
+    pub fn tracestate(&self) -> Option<Cow<'a, str>> {
+        text(self.tracestate)
+    }
+}
+
+/// A string field, borrowed unless it holds escapes.
+fn text<'a>(raw: Option<&'a RawValue>) -> Option<Cow<'a, str>> {
+    decode::<&str>(raw).map(Cow::Borrowed).or_else(|| decode::<String>(raw).map(Cow::Owned))
 }
 
 fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
@@ -85,5 +109,14 @@ mod tests {
         assert_eq!(ours.log_level(), MetaView::log_level(&theirs));
         let malformed: Meta = serde_json::from_str(r#"{"io.modelcontextprotocol/protocolVersion":5}"#).unwrap();
         assert_eq!(malformed.protocol_version(), None);
+    }
+
+    #[test]
+    fn trace_context_is_read_when_it_is_text_and_ignored_when_not() {
+        let meta: Meta = serde_json::from_str(r#"{"traceparent":"00-ab-cd-01","tracestate":"a=\u0062"}"#).unwrap();
+        assert_eq!(meta.traceparent().as_deref(), Some("00-ab-cd-01"));
+        assert_eq!(meta.tracestate().as_deref(), Some("a=b"));
+        let odd: Meta = serde_json::from_str(r#"{"traceparent":7,"tracestate":{}}"#).unwrap();
+        assert_eq!((odd.traceparent(), odd.tracestate()), (None, None));
     }
 }
