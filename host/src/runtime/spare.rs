@@ -12,9 +12,13 @@
 //! [`Blueprint`] with a placeholder call state (no mounts, no events, no caller), and the
 //! call that takes it replaces that state with its own before any guest code runs for it.
 //! An instantiation that touched the sandbox (opened a WASI resource, wrote to stderr), did
-//! not finish in one poll, computed past [`BUILD_LIMIT`] or failed is never used: the plugin version is then not prebuilt
-//! again, and its calls instantiate as before. What a build cost is charged to the call that
-//! takes it, against its CPU deadline and its tenant's quota, as an inline build would be.
+//! not finish in one poll, ran guest code past [`BUILD_LIMIT`] or failed is never used: the
+//! plugin version is then not prebuilt again, and its calls instantiate as before. What a
+//! build cost is charged to the call that takes it, against its CPU deadline and its
+//! tenant's quota, as an inline build would be: its wall time, since it is one poll on an
+//! idle worker (reading the thread's CPU clock is a system call, ~0.4 µs, and an inline
+//! build's short poll is charged its wall time too). A build that took [`BUILD_LIMIT`]
+//! anyway (its thread was preempted) is dropped, not charged.
 //!
 //! Each worker keeps at most one spare, and the engine at most `spare_instances` in all:
 //! its pool has that many slots beyond `max_instances`, so a spare never takes a slot a call
@@ -24,7 +28,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Store, UpdateDeadline};
@@ -33,12 +37,11 @@ use super::Events;
 use super::NoEvents;
 use super::engine::RuntimeInner;
 use super::fs::GrantDirs;
-use super::limits::CpuMeter;
 use super::sandbox::{CallState, Sandbox};
 use crate::policy::{Grants, Mount};
 
-/// The most CPU time an idle worker spends building one spare: an instantiation that runs
-/// longer is not prebuilt, since the worker's connections wait for it.
+/// The longest an idle worker spends building one spare, since its connections wait for
+/// it: an instantiation whose guest code runs longer is not prebuilt.
 const BUILD_LIMIT: Duration = Duration::from_micros(500);
 
 /// What every call's sandbox of one plugin version is built from.
@@ -60,7 +63,7 @@ pub(crate) struct Spare {
     blueprint: Weak<Blueprint>,
     store: Store<CallState>,
     instance: Instance,
-    /// CPU time its build took, charged to the call that takes it.
+    /// What its build took, charged to the call that takes it.
     cost: Duration,
     /// Counted among the engine's spares while it lives.
     _counted: Counted,
@@ -176,23 +179,23 @@ impl Blueprint {
         let counted = Counted(runtime.clone());
         let state = self.state(Vec::new(), Arc::new(NoEvents)).ok()?;
         let mut store = self.store(state);
-        let meter = CpuMeter::new(None);
+        let started = Instant::now();
         // The clock ticks for every call computing on the engine, so a tick during a build
-        // says nothing about it; only its own CPU time does.
-        let used = meter.clone();
+        // says nothing about it; only how long it has gone on does.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            Ok(if used.used() >= BUILD_LIMIT { UpdateDeadline::Interrupt } else { UpdateDeadline::Continue(1) })
+            Ok(if started.elapsed() >= BUILD_LIMIT { UpdateDeadline::Interrupt } else { UpdateDeadline::Continue(1) })
         });
-        let built = {
-            let build = meter.meter(runtime.clock.runs(), self.pre.instantiate_async(&mut store));
-            let mut build = std::pin::pin!(build);
-            build.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-        };
+        let built = runtime.clock.runs().run(|| {
+            let build = std::pin::pin!(self.pre.instantiate_async(&mut store));
+            build.poll(&mut Context::from_waker(Waker::noop()))
+        });
+        let cost = started.elapsed();
         match built {
+            Poll::Ready(Ok(_)) if cost >= BUILD_LIMIT => None,
             Poll::Ready(Ok(instance)) => {
                 store.data_mut().detach_clock();
-                Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost: meter.used(), _counted: counted })
+                Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost, _counted: counted })
             }
             Poll::Ready(Err(e)) => {
                 tracing::debug!(plugin = %self.plugin, "cannot prebuild an instance, its calls are not prebuilt: {e:#}");
