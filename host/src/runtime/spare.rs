@@ -18,14 +18,15 @@
 //! tenant's quota, as an inline build would be: its wall time, since it is one poll on an
 //! idle worker (reading the thread's CPU clock is a system call, ~0.4 µs, and an inline
 //! build's short poll is charged its wall time too). A build that took [`BUILD_LIMIT`]
-//! anyway (its thread was preempted) is dropped, not charged.
+//! anyway (its thread preempted, or an instantiation that slow) is dropped, not charged; a
+//! version whose builds take that long twice in a row is not prebuilt again.
 //!
 //! Each worker keeps at most one spare, and the engine at most `spare_instances` in all:
 //! its pool has that many slots beyond `max_instances`, so a spare never takes a slot a call
 //! could have had.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -44,6 +45,9 @@ use crate::policy::{Grants, Mount};
 /// it: an instantiation whose guest code runs longer is not prebuilt.
 const BUILD_LIMIT: Duration = Duration::from_micros(500);
 
+/// Builds in a row that took [`BUILD_LIMIT`] after which a plugin version is not prebuilt.
+const SLOW_BUILDS: u8 = 2;
+
 /// What every call's sandbox of one plugin version is built from.
 pub(crate) struct Blueprint {
     pub runtime: Arc<RuntimeInner>,
@@ -55,6 +59,8 @@ pub(crate) struct Blueprint {
     pub dirs: Arc<GrantDirs>,
     /// Set once a prebuilt instance of this version could not be used: it is not tried again.
     refused: AtomicBool,
+    /// Builds in a row that took [`BUILD_LIMIT`] (and were dropped).
+    slow: AtomicU8,
 }
 
 /// A fresh instance built ahead of its call.
@@ -107,7 +113,16 @@ impl Blueprint {
         grants: Arc<Grants>,
         dirs: Arc<GrantDirs>,
     ) -> Self {
-        Blueprint { runtime, pre, plugin, tenant, grants, dirs, refused: AtomicBool::new(false) }
+        Blueprint {
+            runtime,
+            pre,
+            plugin,
+            tenant,
+            grants,
+            dirs,
+            refused: AtomicBool::new(false),
+            slow: AtomicU8::new(0),
+        }
     }
 
     /// The same plugin version under other grants and their directories: another sandbox,
@@ -192,8 +207,20 @@ impl Blueprint {
         });
         let cost = started.elapsed();
         match built {
-            Poll::Ready(Ok(_)) if cost >= BUILD_LIMIT => None,
+            Poll::Ready(Ok(_)) if cost >= BUILD_LIMIT => {
+                // Preempted, most likely; an instantiation that slow every time is not
+                // prebuilt after its second try in a row.
+                if self.slow.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_BUILDS {
+                    tracing::debug!(plugin = %self.plugin, "its instantiation takes {cost:?}: its calls are not prebuilt");
+                    self.refused.store(true, Ordering::Relaxed);
+                }
+                None
+            }
             Poll::Ready(Ok(instance)) => {
+                // Written only when it changes: every worker's builds of this version read it.
+                if self.slow.load(Ordering::Relaxed) != 0 {
+                    self.slow.store(0, Ordering::Relaxed);
+                }
                 store.data_mut().detach_clock();
                 Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost, _counted: counted })
             }
