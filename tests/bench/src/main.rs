@@ -620,27 +620,37 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
 
 /// Throughput at 8 clients of `calc` on a plain server and on one exporting every span over
 /// OTLP (to a sink) while a scraper reads its `/metrics` every second, interleaved; prints
-/// both rows and returns them.
+/// both rows and returns them. Each repetition starts both servers afresh: a server process
+/// keeps the fast or slow mode it starts in ("Short slices" in BENCHMARKS.md), so the median
+/// of one pair of processes would be a coin toss on their modes.
 async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
     let calc = args.plugins.join("calc.wasm");
     let calc = calc.to_str().unwrap_or_default();
-    let plain = Server::start(&[CAPSULE_HTTP, &["--plugin", calc]].concat()).await?;
     let sink = Server::start(&["sink"]).await?;
     let endpoint = format!("http://{}", sink.addr);
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let metrics_arg = metrics.to_string();
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
-    let observed =
-        Server::start_with_env(&[CAPSULE_HTTP, &["--plugin", calc, "--metrics", &metrics_arg]].concat(), &env).await?;
-    let scraper = telemetry::Scraper::start(metrics);
-    let targets = [(plain.addr, "/mcp", None), (observed.addr, "/mcp", None)];
     let names = ["plain, stateless, c=8", "traced (OTLP) and scraped, stateless, c=8"];
-    let rows = stateless_pair(names, targets, (warmup, duration, reps)).await?;
-    let scrapes = scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
-    drop((scraper, plain, observed));
-    print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &rows.0, &rows.1);
+    let mut rows = names.map(|name| Row { name: name.into(), samples: Vec::new() });
+    let mut scrapes = 0;
+    for _ in 0..reps {
+        let plain = Server::start(&[CAPSULE_HTTP, &["--plugin", calc]].concat()).await?;
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let metrics_arg = metrics.to_string();
+        let observed =
+            Server::start_with_env(&[CAPSULE_HTTP, &["--plugin", calc, "--metrics", &metrics_arg]].concat(), &env)
+                .await?;
+        let scraper = telemetry::Scraper::start(metrics);
+        let targets = [(plain.addr, "/mcp", None), (observed.addr, "/mcp", None)];
+        let [a, b] = stateless_pair(names, targets, (warmup, duration, 1)).await?.into();
+        scrapes += scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
+        drop((scraper, plain, observed));
+        rows[0].samples.extend(a.samples);
+        rows[1].samples.extend(b.samples);
+    }
+    let [plain, observed] = rows;
+    print_pair("Watching: a plain server and one traced over OTLP and scraped every second", &plain, &observed);
     println!("\nOTLP bytes received: {}, scrapes: {scrapes}", telemetry::received(sink.addr).await?);
-    Ok(rows)
+    Ok((plain, observed))
 }
 
 /// Stateless throughput at 8 clients of two targets, each warmed up first, then interleaved
