@@ -312,38 +312,40 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         duration.as_secs_f64()
     );
 
-    // HTTP: the servers run side by side; configurations interleave within each repetition
-    // so drift on a shared machine hits all of them alike.
-    let capsule = Server::start(CAPSULE_HTTP).await?;
-    let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
-    let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
-    let configs = [
-        ("capsule, legacy session (SSE)", &capsule, Mode::Legacy),
-        ("capsule, stateless 2026-07-28", &capsule, Mode::Stateless),
-        ("native rmcp, legacy session (SSE)", &native, Mode::Legacy),
-        ("native rmcp, stateless 2026-07-28", &native, Mode::Stateless),
-        ("floor (bare axum JSON-RPC)", &floor, Mode::Stateless),
+    // HTTP: the servers run side by side and the configurations interleave within each
+    // repetition, so that drift on a shared machine hits all of them alike. Each repetition
+    // starts the servers afresh: a server process keeps the fast or slow mode it starts in
+    // (BENCHMARKS.md, "Short slices"), so a row's median is over processes, not the luck of
+    // one.
+    let names = [
+        "capsule, legacy session (SSE)",
+        "capsule, stateless 2026-07-28",
+        "native rmcp, legacy session (SSE)",
+        "native rmcp, stateless 2026-07-28",
+        "floor (bare axum JSON-RPC)",
     ];
+    let modes = [Mode::Legacy, Mode::Stateless, Mode::Legacy, Mode::Stateless, Mode::Stateless];
     let mut http_rows: Vec<(usize, Vec<Row>)> = Vec::new();
     for clients in [1, 8, 64] {
-        let mut rows: Vec<Row> = configs
-            .iter()
-            .map(|(name, _, _)| Row { name: format!("{name}, c={clients}"), samples: Vec::new() })
-            .collect();
-        for (_, server, mode) in &configs {
-            load::http(server.addr, *mode, clients, warmup).await?;
-        }
+        let mut rows: Vec<Row> =
+            names.iter().map(|name| Row { name: format!("{name}, c={clients}"), samples: Vec::new() }).collect();
         for _ in 0..reps {
-            for (row, (_, server, mode)) in rows.iter_mut().zip(&configs) {
+            let capsule = Server::start(CAPSULE_HTTP).await?;
+            let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
+            let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
+            let servers = [&capsule, &capsule, &native, &native, &floor];
+            for (server, mode) in servers.iter().zip(modes) {
+                load::http(server.addr, mode, clients, warmup).await?;
+            }
+            for (row, (server, mode)) in rows.iter_mut().zip(servers.iter().zip(modes)) {
                 let before = load::cpu_seconds(server.pid());
-                let mut sample = load::http(server.addr, *mode, clients, duration).await?;
+                let mut sample = load::http(server.addr, mode, clients, duration).await?;
                 sample.server_cpu = before.zip(load::cpu_seconds(server.pid())).map(|(b, a)| a - b);
                 row.samples.push(sample);
             }
         }
         http_rows.push((clients, rows));
     }
-    drop((capsule, native, floor));
 
     println!("## tools/call `add` over Streamable HTTP (loopback)\n");
     println!("{}", report::HEADER);
