@@ -39,29 +39,35 @@ fn shard() -> usize {
 #[derive(Default)]
 struct Cell(AtomicI64);
 
-fn cells() -> Arc<[Cell]> {
-    (0..shards()).map(|_| Cell::default()).collect()
+/// One value in per-CPU parts (clones share it).
+#[derive(Clone)]
+struct Cells(Arc<[Cell]>);
+
+impl Default for Cells {
+    fn default() -> Self {
+        Cells((0..shards()).map(|_| Cell::default()).collect())
+    }
 }
 
-fn total(cells: &[Cell]) -> i64 {
-    cells.iter().map(|cell| cell.0.load(Ordering::Relaxed)).fold(0, i64::wrapping_add)
+impl Cells {
+    fn add(&self, n: i64) {
+        self.0[shard()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sum(&self) -> i64 {
+        self.0.iter().map(|cell| cell.0.load(Ordering::Relaxed)).fold(0, i64::wrapping_add)
+    }
+}
+
+impl std::fmt::Debug for Cells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.sum().fmt(f)
+    }
 }
 
 /// A monotonic count (clones share it).
-#[derive(Clone)]
-pub struct Counter(Arc<[Cell]>);
-
-impl std::fmt::Debug for Counter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Counter").field(&self.get()).finish()
-    }
-}
-
-impl Default for Counter {
-    fn default() -> Self {
-        Counter(cells())
-    }
-}
+#[derive(Clone, Debug, Default)]
+pub struct Counter(Cells);
 
 impl Counter {
     pub fn inc(&self) {
@@ -69,11 +75,11 @@ impl Counter {
     }
 
     pub fn inc_by(&self, n: u64) {
-        self.0[shard()].0.fetch_add(n as i64, Ordering::Relaxed);
+        self.0.add(n as i64);
     }
 
     pub fn get(&self) -> u64 {
-        total(&self.0) as u64
+        self.0.sum() as u64
     }
 }
 
@@ -93,32 +99,20 @@ impl EncodeMetric for Counter {
 
 /// A value that goes up and down (clones share it); a shard may go below zero when a
 /// thread increments on one CPU and decrements on another, the sum never does.
-#[derive(Clone)]
-pub struct Gauge(Arc<[Cell]>);
-
-impl std::fmt::Debug for Gauge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Gauge").field(&self.get()).finish()
-    }
-}
-
-impl Default for Gauge {
-    fn default() -> Self {
-        Gauge(cells())
-    }
-}
+#[derive(Clone, Debug, Default)]
+pub struct Gauge(Cells);
 
 impl Gauge {
     pub fn inc(&self) {
-        self.0[shard()].0.fetch_add(1, Ordering::Relaxed);
+        self.0.add(1);
     }
 
     pub fn dec(&self) {
-        self.0[shard()].0.fetch_sub(1, Ordering::Relaxed);
+        self.0.add(-1);
     }
 
     pub fn get(&self) -> i64 {
-        total(&self.0)
+        self.0.sum()
     }
 }
 
