@@ -102,29 +102,20 @@ fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result
 }
 
 /// What the request span needs of the params before the request is read: the tool's name
-/// and the client's W3C trace context, which the MCP conventions carry in `_meta`.
+/// and the client's W3C trace context, which the MCP conventions carry in `_meta` (read as
+/// a call's `_meta` is: a trace field that is not text is ignored, the rest kept).
 #[derive(Deserialize)]
 struct Peek<'a> {
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(rename = "_meta", borrow, default)]
-    meta: Option<TraceMeta<'a>>,
-}
-
-#[derive(Deserialize)]
-struct TraceMeta<'a> {
-    #[serde(borrow, default)]
-    traceparent: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    tracestate: Option<Cow<'a, str>>,
+    meta: Option<Meta<'a>>,
 }
 
 impl<'a> Peek<'a> {
     /// What a tool call's span needs, from its params read already.
     fn of(call: &'a CallParams<'a>) -> Peek<'a> {
-        let meta =
-            call.meta.as_ref().map(|meta| TraceMeta { traceparent: meta.traceparent(), tracestate: meta.tracestate() });
-        Peek { name: Some(Cow::Borrowed(&call.name)), meta }
+        Peek { name: Some(Cow::Borrowed(&call.name)), meta: call.meta.clone() }
     }
 }
 
@@ -171,9 +162,10 @@ impl CapsuleServer {
             Some(tool) => format!("{method} {tool}"),
             None => method.to_owned(),
         };
-        let in_meta = peek.as_ref().and_then(|p| p.meta.as_ref()).and_then(|m| Some((m.traceparent.as_deref()?, m)));
-        let parent = match (in_meta, origin.trace.as_deref()) {
-            (Some((parent, meta)), _) => Some((parent, meta.tracestate.as_deref())),
+        let meta = peek.as_ref().and_then(|p| p.meta.as_ref());
+        let (traceparent, tracestate) = meta.map_or((None, None), |m| (m.traceparent(), m.tracestate()));
+        let parent = match (traceparent.as_deref(), origin.trace.as_deref()) {
+            (Some(parent), _) => Some((parent, tracestate.as_deref())),
             (None, Some(headers)) => Some((&*headers.traceparent, headers.tracestate.as_deref())),
             (None, None) => None,
         };

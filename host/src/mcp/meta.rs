@@ -18,7 +18,7 @@ pub trait MetaView {
 }
 
 /// `_meta` borrowed from the request's text.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone)]
 pub struct Meta<'a> {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
     version: Option<&'a RawValue>,
