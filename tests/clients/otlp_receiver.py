@@ -1,16 +1,18 @@
 """An OTLP/HTTP receiver for traces (POST /v1/traces, protobuf or JSON bodies, gzip or not),
 decoding with the OpenTelemetry project's own messages. Prints `port N`, then one JSON line
 per span: ids in hex, trace state, flags, name, kind, start and end (Unix nanoseconds),
-attributes as strings, status, and events (name and attributes).
+attributes as strings, status, events (name and attributes), and the export request's headers.
 
     otlp_receiver.py [--tls CERT.pem KEY.pem]     (HTTPS with that certificate)
     otlp_receiver.py --refuse N                   (answer the first N exports 503, Retry-After: 0)
+    otlp_receiver.py --redirect STATUS LOCATION   (answer exports to /v1/traces with that redirect;
+                                                   take them at any other path)
 """
+import argparse
 import gzip
 import http.server
 import json
 import ssl
-import sys
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -24,7 +26,12 @@ def value(any_value):
     return str(getattr(any_value, kind)) if kind else ""
 
 
-refusals = int(sys.argv[2]) if sys.argv[1:2] == ["--refuse"] else 0
+parser = argparse.ArgumentParser()
+parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+parser.add_argument("--refuse", type=int, default=0, metavar="N")
+parser.add_argument("--redirect", nargs=2, metavar=("STATUS", "LOCATION"))
+args = parser.parse_args()
+refusals = args.refuse
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -38,10 +45,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("content-length", "0")
             self.end_headers()
             return
+        if args.redirect and self.path == "/v1/traces":
+            self.send_response(int(args.redirect[0]))
+            self.send_header("location", args.redirect[1])
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         if self.headers.get("content-encoding") == "gzip":
             body = gzip.decompress(body)
         request = ExportTraceServiceRequest()
-        if self.path != "/v1/traces":
+        if self.path != "/v1/traces" and not args.redirect:
             self.send_error(404)
             return
         if "json" in (self.headers.get("content-type") or ""):
@@ -69,6 +82,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             {"name": e.name, "attributes": {a.key: value(a.value) for a in e.attributes}}
                             for e in span.events
                         ],
+                        "request_headers": {k.lower(): v for k, v in self.headers.items()},
                     }), flush=True)
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
@@ -82,9 +96,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-if sys.argv[1:2] == ["--tls"]:
+if args.tls:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    context.load_cert_chain(*args.tls)
     server.socket = context.wrap_socket(server.socket, server_side=True)
 print(f"port {server.server_address[1]}", flush=True)
 server.serve_forever()

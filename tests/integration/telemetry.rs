@@ -543,6 +543,42 @@ async fn a_batch_the_collector_refuses_for_a_moment_is_sent_again() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A collector may move its endpoint: a `308` within its origin is followed, the spans and the
+/// configured headers arriving at the new path. A `307` to another origin is not followed: the
+/// spans and the headers (an API key, say) go only where the endpoint says, and the log says why
+/// without the key.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_export_follows_redirects_only_within_the_collector_s_origin() {
+    let elsewhere = Receiver::start();
+    let moved = Receiver::start_with(&["--redirect".as_ref(), "308".as_ref(), "/v1/moved".as_ref()]);
+    let away_to = format!("{}/v1/traces", elsewhere.endpoint);
+    let away = Receiver::start_with(&["--redirect".as_ref(), "307".as_ref(), away_to.as_ref()]);
+    let dir = scratch_dir("trace-redirect").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let key = ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret-key");
+    let serve = |receiver: &Receiver| {
+        let env = [receiver.env().as_slice(), &[key]].concat();
+        Server::http_with_env(&dir, &["--plugin", calc.to_str().unwrap()], &env)
+    };
+
+    let server = serve(&moved);
+    Client::new(&server.url).initialize("2025-11-25", json!({})).await;
+    let span = moved.find("initialize", |_| true);
+    assert_eq!(span["request_headers"]["x-api-key"], "s3cret-key", "{span:#}");
+    assert!(!server.log().contains("exporting spans over OTLP failed"), "{}", server.log());
+    drop(server);
+
+    let server = serve(&away);
+    Client::new(&server.url).initialize("2025-11-25", json!({})).await;
+    let log = server.wait_for_log("another origin");
+    let origin = elsewhere.endpoint.as_str();
+    assert!(log.contains(&format!("the collector redirected the export to {origin}, another origin")), "{log}");
+    assert!(!log.contains("s3cret-key"), "{log}");
+    assert!(elsewhere.spans.lock().unwrap().is_empty(), "{:#?}", elsewhere.spans.lock().unwrap());
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A collector behind HTTPS with a private CA: spans reach it when the operator trusts that CA
 /// through `OTEL_EXPORTER_OTLP_CERTIFICATE`, and are refused (the server serving on) when not.
 #[tokio::test]

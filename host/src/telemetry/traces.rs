@@ -279,8 +279,37 @@ fn http_client(
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .timeout(timeout)
+        .redirect(redirects())
         .build()
         .map_err(|e| TraceSetupError::Exporter(e.to_string()))
+}
+
+/// The most redirects one export follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// The redirects an export follows: `307` and `308` (which keep it a POST with its body) within
+/// the endpoint's origin. Another origin is refused: the spans and the configured headers
+/// (often an API key) would go to a host the operator never named, and reqwest strips only the
+/// standard credential headers on such a hop (and none on `https` to `http` on one host). A
+/// `301`, `302` or `303` would turn the export into a GET without its spans.
+fn redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let (status, to) = (attempt.status(), attempt.url().origin());
+        let from = attempt.previous().last().map(reqwest::Url::origin);
+        if !matches!(status.as_u16(), 307 | 308) {
+            attempt.error(format!("the collector answered {status}, a redirect that would turn the export into a GET"))
+        } else if from.as_ref() != Some(&to) {
+            let to = to.ascii_serialization();
+            attempt.error(format!(
+                "the collector redirected the export to {to}, another origin: not followed, so that spans and \
+                 headers go only where the endpoint says"
+            ))
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("the collector redirected the export more than {MAX_REDIRECTS} times"))
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 #[cfg(test)]
