@@ -61,6 +61,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             json_format.Parse(body, request)
         else:
             request.ParseFromString(body)
+        headers = {k.lower(): v for k, v in self.headers.items()}
         for resource_spans in request.resource_spans:
             service = {a.key: value(a.value) for a in resource_spans.resource.attributes}.get("service.name", "")
             for scope_spans in resource_spans.scope_spans:
@@ -82,7 +83,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             {"name": e.name, "attributes": {a.key: value(a.value) for a in e.attributes}}
                             for e in span.events
                         ],
-                        "request_headers": {k.lower(): v for k, v in self.headers.items()},
+                        "request_headers": headers,
                     }), flush=True)
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
