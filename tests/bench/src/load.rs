@@ -39,6 +39,15 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// Add `slice`, a later measurement of the same configuration, to this one.
+    pub fn absorb(&mut self, slice: Sample) {
+        self.calls += slice.calls;
+        self.errors += slice.errors;
+        self.elapsed += slice.elapsed;
+        self.latencies.extend(slice.latencies);
+        self.server_cpu = self.server_cpu.zip(slice.server_cpu).map(|(a, b)| a + b);
+    }
+
     pub fn throughput(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64()
     }

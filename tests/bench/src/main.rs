@@ -312,11 +312,10 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         duration.as_secs_f64()
     );
 
-    // HTTP: the servers run side by side and the configurations interleave within each
-    // repetition, so that drift on a shared machine hits all of them alike. Each repetition
-    // starts the servers afresh: a server process keeps the fast or slow mode it starts in
-    // (BENCHMARKS.md, "Short slices"), so a row's median is over processes, not the luck of
-    // one.
+    // HTTP: the servers run side by side and the configurations take turns of a second
+    // within each repetition, so that drift on a shared machine hits all of them alike
+    // (BENCHMARKS.md, "Turns"). Each repetition starts the servers afresh, so a row's median
+    // is over processes too.
     let names = [
         "capsule, legacy session (SSE)",
         "capsule, stateless 2026-07-28",
@@ -334,13 +333,22 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
             let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
             let servers = [&capsule, &capsule, &native, &native, &floor];
-            for (server, mode) in servers.iter().zip(modes) {
-                load::http(server.addr, mode, clients, warmup).await?;
+            let targets: Vec<_> =
+                servers.iter().zip(modes).map(|(server, mode)| (server.addr, server.pid(), mode)).collect();
+            for &(addr, _, mode) in &targets {
+                load::http(addr, mode, clients, warmup).await?;
             }
-            for (row, (server, mode)) in rows.iter_mut().zip(servers.iter().zip(modes)) {
-                let before = load::cpu_seconds(server.pid());
-                let mut sample = load::http(server.addr, mode, clients, duration).await?;
-                sample.server_cpu = before.zip(load::cpu_seconds(server.pid())).map(|(b, a)| a - b);
+            let samples = in_turns(targets.len(), duration, |i, time| {
+                let (addr, pid, mode) = targets[i];
+                async move {
+                    let before = load::cpu_seconds(pid);
+                    let mut sample = load::http(addr, mode, clients, time).await?;
+                    sample.server_cpu = before.zip(load::cpu_seconds(pid)).map(|(b, a)| a - b);
+                    Ok(sample)
+                }
+            })
+            .await?;
+            for (row, sample) in rows.iter_mut().zip(samples) {
                 row.samples.push(sample);
             }
         }
@@ -599,7 +607,7 @@ fn print_pair(title: &str, a: &Row, b: &Row) {
 
 /// Throughput at 8 clients of an open tenant and of an OAuth-secured one (real JWTs from
 /// oidc-provider, checked against the cached JWKS on every request) on the same server,
-/// interleaved; prints both rows and returns them.
+/// taking turns; prints both rows and returns them.
 async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let provider = auth::Provider::start(&repo).await?;
@@ -621,10 +629,9 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
 }
 
 /// Throughput at 8 clients of `calc` on a plain server and on one exporting every span over
-/// OTLP (to a sink) while a scraper reads its `/metrics` every second, interleaved; prints
-/// both rows and returns them. Each repetition starts both servers afresh: a server process
-/// keeps the fast or slow mode it starts in ("Short slices" in BENCHMARKS.md), so the median
-/// of one pair of processes would be a coin toss on their modes.
+/// OTLP (to a sink) while a scraper reads its `/metrics` every second, taking turns; prints
+/// both rows and returns them. Each repetition starts both servers afresh, so that the median
+/// is over processes as well.
 async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: usize) -> anyhow::Result<(Row, Row)> {
     let calc = args.plugins.join("calc.wasm");
     let calc = calc.to_str().unwrap_or_default();
@@ -655,8 +662,8 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
     Ok((plain, observed))
 }
 
-/// Stateless throughput at 8 clients of two targets, each warmed up first, then interleaved
-/// over `reps` repetitions, as two rows named by `names`.
+/// Stateless throughput at 8 clients of two targets, each warmed up first, then taking turns
+/// ([`in_turns`]) in each of `reps` repetitions, as two rows named by `names`.
 async fn stateless_pair(
     names: [&str; 2],
     targets: [(std::net::SocketAddr, &'static str, Option<std::sync::Arc<str>>); 2],
@@ -667,12 +674,40 @@ async fn stateless_pair(
     }
     let mut rows = names.map(|name| Row { name: name.into(), samples: Vec::new() });
     for _ in 0..reps {
-        for (row, target) in rows.iter_mut().zip(&targets) {
-            row.samples.push(load::http_at(target.clone(), Mode::Stateless, 8, duration).await?);
+        let samples =
+            in_turns(2, duration, |i, time| load::http_at(targets[i].clone(), Mode::Stateless, 8, time)).await?;
+        for (row, sample) in rows.iter_mut().zip(samples) {
+            row.samples.push(sample);
         }
     }
     let [a, b] = rows;
     Ok((a, b))
+}
+
+/// How long each configuration is measured at a time by [`in_turns`]. This machine's speed
+/// drifts over seconds, for every process on it alike (BENCHMARKS "Turns"): measured a
+/// second at a time and in turn, configurations see the same machine.
+const TURN: Duration = Duration::from_secs(1);
+
+/// One sample for each of `count` configurations, each measured for `duration` in all, in
+/// turns of about [`TURN`]: `measure(i, time)` measures configuration `i` for `time`.
+async fn in_turns<F, Fut>(count: usize, duration: Duration, mut measure: F) -> anyhow::Result<Vec<load::Sample>>
+where
+    F: FnMut(usize, Duration) -> Fut,
+    Fut: Future<Output = anyhow::Result<load::Sample>>,
+{
+    let turns = (duration.as_secs_f64() / TURN.as_secs_f64()).round().max(1.0) as u32;
+    let mut samples: Vec<Option<load::Sample>> = (0..count).map(|_| None).collect();
+    for _ in 0..turns {
+        for (i, sample) in samples.iter_mut().enumerate() {
+            let slice = measure(i, duration / turns).await?;
+            match sample {
+                Some(sample) => sample.absorb(slice),
+                None => *sample = Some(slice),
+            }
+        }
+    }
+    Ok(samples.into_iter().flatten().collect())
 }
 
 /// A measurement taken alone and disturbed (`measure(time, disturbed)`), interleaved over
