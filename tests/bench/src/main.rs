@@ -621,7 +621,7 @@ async fn auth_cost(args: &Args, warmup: Duration, duration: Duration, reps: usiz
     let token = provider.token(&auth::resource(port)).await?;
     let targets = [(server.addr, "/t/open/mcp", None), (server.addr, "/t/secured/mcp", Some(token))];
     let names = ["open tenant, stateless, c=8", "JWT-secured tenant, stateless, c=8"];
-    let (open, secured) = stateless_pair(names, targets, (warmup, duration, reps)).await?;
+    let (open, secured) = stateless_pair(names, targets, [server.pid(); 2], (warmup, duration, reps)).await?;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     print_pair("Authentication: an open tenant and a JWT-secured one (same server)", &open, &secured);
@@ -650,7 +650,8 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
                 .await?;
         let scraper = telemetry::Scraper::start(metrics);
         let targets = [(plain.addr, "/mcp", None), (observed.addr, "/mcp", None)];
-        let [a, b] = stateless_pair(names, targets, (warmup, duration, 1)).await?.into();
+        let pids = [plain.pid(), observed.pid()];
+        let [a, b] = stateless_pair(names, targets, pids, (warmup, duration, 1)).await?.into();
         scrapes += scraper.scrapes.load(std::sync::atomic::Ordering::Relaxed);
         drop((scraper, plain, observed));
         rows[0].samples.extend(a.samples);
@@ -663,10 +664,12 @@ async fn observed_cost(args: &Args, warmup: Duration, duration: Duration, reps: 
 }
 
 /// Stateless throughput at 8 clients of two targets, each warmed up first, then taking turns
-/// ([`in_turns`]) in each of `reps` repetitions, as two rows named by `names`.
+/// ([`in_turns`]) in each of `reps` repetitions, as two rows named by `names`; `pids` are
+/// the servers' processes, for their CPU time.
 async fn stateless_pair(
     names: [&str; 2],
     targets: [(std::net::SocketAddr, &'static str, Option<std::sync::Arc<str>>); 2],
+    pids: [u32; 2],
     (warmup, duration, reps): (Duration, Duration, usize),
 ) -> anyhow::Result<(Row, Row)> {
     for target in &targets {
@@ -674,8 +677,16 @@ async fn stateless_pair(
     }
     let mut rows = names.map(|name| Row { name: name.into(), samples: Vec::new() });
     for _ in 0..reps {
-        let samples =
-            in_turns(2, duration, |i, time| load::http_at(targets[i].clone(), Mode::Stateless, 8, time)).await?;
+        let samples = in_turns(2, duration, |i, time| {
+            let (target, pid) = (targets[i].clone(), pids[i]);
+            async move {
+                let before = load::cpu_seconds(pid);
+                let mut sample = load::http_at(target, Mode::Stateless, 8, time).await?;
+                sample.server_cpu = before.zip(load::cpu_seconds(pid)).map(|(b, a)| a - b);
+                Ok(sample)
+            }
+        })
+        .await?;
         for (row, sample) in rows.iter_mut().zip(samples) {
             row.samples.push(sample);
         }
