@@ -22,7 +22,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 
 def value(any_value):
+    """A scalar attribute as the JSON value of its type; anything else as text."""
     kind = any_value.WhichOneof("value")
+    if kind in ("string_value", "bool_value", "int_value", "double_value"):
+        return getattr(any_value, kind)
     return str(getattr(any_value, kind)) if kind else ""
 
 

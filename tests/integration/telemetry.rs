@@ -483,6 +483,42 @@ fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
     assert!(time(&request, "start") < time(&request, "end"), "{request}");
     assert!(within(&sandbox, &request) && within(&guest, &request), "{sandbox}\n{guest}\n{request}");
     assert!(time(&sandbox, "end") <= time(&guest, "start"), "{sandbox}\n{guest}");
+    assert!(guest["attributes"].get("capsule.sandbox.prebuilt").is_none(), "{guest}");
+}
+
+/// A call that runs in an instance an idle worker built ahead has no sandbox build span: its
+/// guest span, under the request's, says `capsule.sandbox.prebuilt`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_in_a_prebuilt_instance_says_so_and_has_no_build_span() {
+    let receiver = Receiver::start();
+    let calc = plugins().join("calc.wasm");
+    let dir = scratch_dir("trace-prebuilt");
+    let args = ["--no-watch", "--plugin", calc.to_str().unwrap(), "--workers", "1"];
+    let server = Server::http_with_env(&dir, &args, &receiver.env());
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let traces: Vec<String> = (0..5).map(|n| format!("4bf92f3577b34da6a3ce929d0e0e47{n:02}")).collect();
+    for (id, trace) in traces.iter().enumerate() {
+        let meta = json!({"traceparent": format!("00-{trace}-00f067aa0ba902b7-01")});
+        let answer = client
+            .request(id as i64 + 2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}, "_meta": meta}))
+            .await;
+        assert_eq!(first_text(&answer["result"]), "3", "{answer}");
+        // Time for the worker to go idle and build the next instance.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let prebuilt = receiver.find("capsule.guest.call", |s| {
+        s["attributes"]["capsule.plugin"] == "calc" && s["attributes"]["capsule.sandbox.prebuilt"] == true
+    });
+    let trace = prebuilt["trace_id"].as_str().unwrap().to_owned();
+    let request = receiver.span(&trace, "tools/call add");
+    assert_eq!(prebuilt["parent_span_id"], request["span_id"], "{prebuilt}");
+    let spans = receiver.spans.lock().unwrap().clone();
+    let built = spans.iter().find(|s| s["trace_id"] == trace.as_str() && s["name"] == "capsule.sandbox.build");
+    assert!(built.is_none(), "a build span for a prebuilt instance: {built:?}");
+    // The first call of all had no instance waiting: it was built in the request.
+    receiver.span(&traces[0], "capsule.sandbox.build");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Over HTTP the client's trace context comes in the `traceparent` header, and its sampled
@@ -734,9 +770,48 @@ fn an_input_round_and_its_client_request_are_spans() {
     let request = receiver.span(trace, "tools/call test_elicitation");
     let round = receiver.span(trace, "capsule.input.round");
     assert_eq!(round["parent_span_id"], request["span_id"], "{round}");
-    assert_eq!(round["attributes"]["capsule.input.round"], "1", "{round}");
+    assert_eq!(round["attributes"]["capsule.input.round"], 1, "{round}");
     let client = receiver.span(trace, "elicitation/create");
     assert_eq!(client["parent_span_id"], round["span_id"], "{client}");
     assert_eq!(client["kind"], 3, "a client span: {client}");
     assert_eq!(client["attributes"]["mcp.method.name"], "elicitation/create", "{client}");
+}
+
+/// `capsule top` follows no redirect: a `/metrics` URL that answers `307` to another port on
+/// the same host makes it stop with the target named, and the admin token reaches only the
+/// URL it was given.
+#[tokio::test(flavor = "multi_thread")]
+async fn capsule_top_sends_its_token_only_to_the_url_given() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+    let dir = scratch_dir("top-redirect");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "top-secret-admin-token\n").unwrap();
+    let (elsewhere, moved) =
+        (TcpListener::bind("127.0.0.1:0").await.unwrap(), TcpListener::bind("127.0.0.1:0").await.unwrap());
+    let target = format!("http://{}/metrics", elsewhere.local_addr().unwrap());
+    let url = format!("http://{}/metrics", moved.local_addr().unwrap());
+    let reached = tokio::spawn(async move { elsewhere.accept().await.is_ok() });
+    let redirect = format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\n\r\n");
+    let asked = tokio::spawn(async move {
+        let (mut stream, _) = moved.accept().await.unwrap();
+        let mut request = vec![0; 4096];
+        let read = stream.read(&mut request).await.unwrap();
+        stream.write_all(redirect.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&request[..read]).into_owned()
+    });
+    let top = Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["top", &url, "--once", "--interval", "1", "--token-file", token_file.to_str().unwrap()])
+        .output()
+        .expect("capsule top");
+    let said = String::from_utf8_lossy(&top.stderr);
+    assert!(!top.status.success(), "{said}");
+    assert!(said.contains(&format!("a redirect to {target}: not followed")), "{said}");
+    assert!(!said.contains("top-secret-admin-token"), "{said}");
+    let request = asked.await.unwrap();
+    assert!(request.to_ascii_lowercase().contains("authorization: bearer top-secret-admin-token"), "{request}");
+    // The redirect's target never saw a connection, let alone the token.
+    assert!(!reached.is_finished(), "capsule top followed the redirect");
+    reached.abort();
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -499,15 +499,30 @@ impl Plugin {
         let mut instantiated = None;
         // The sandbox build and the guest's run, each a span under the request's. Neither is
         // entered: each is opened and closed around its step, so that no poll of the call
-        // pays for entering and leaving them. The guest's names its parent, taken here: a
-        // long call's later polls run off the request's worker.
+        // pays for entering and leaving them. An instance an idle worker built ahead was not
+        // built in this request: that call has no build span, and its guest span, opened
+        // here, says `capsule.sandbox.prebuilt` (the build's time is in the instantiate
+        // histogram). Otherwise the guest span is opened once the build is done, naming its
+        // parent, taken here: a long call's later polls run off the request's worker.
         let (plugin, tenant) = (self.name(), &**self.account.tenant());
-        let build = tracing::debug_span!(
-            "sandbox build",
-            otel.name = "capsule.sandbox.build",
-            capsule.plugin = plugin,
-            capsule.tenant = tenant
-        );
+        let prebuilt = ready.is_some().then(|| {
+            tracing::debug_span!(
+                "guest call",
+                otel.name = "capsule.guest.call",
+                capsule.plugin = plugin,
+                capsule.tenant = tenant,
+                capsule.sandbox.prebuilt = true
+            )
+        });
+        let build = match ready {
+            Some(_) => tracing::Span::none(),
+            None => tracing::debug_span!(
+                "sandbox build",
+                otel.name = "capsule.sandbox.build",
+                capsule.plugin = plugin,
+                capsule.tenant = tenant
+            ),
+        };
         let parent = if build.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
         let work = meter.meter(sandbox.runtime.clock.runs(), async {
             let instance = match ready {
@@ -516,8 +531,10 @@ impl Plugin {
             };
             drop(build);
             instantiated = Some(started.elapsed());
-            let _guest = tracing::debug_span!(parent: &parent, "guest call", otel.name = "capsule.guest.call",
-                capsule.plugin = plugin, capsule.tenant = tenant);
+            let _guest = prebuilt.unwrap_or_else(|| {
+                tracing::debug_span!(parent: &parent, "guest call", otel.name = "capsule.guest.call",
+                    capsule.plugin = plugin, capsule.tenant = tenant)
+            });
             call(&mut store, &instance, std::marker::PhantomData).await
         });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;

@@ -256,7 +256,12 @@ pub async fn run(args: TopArgs) -> Result<()> {
         ),
         None => None,
     };
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    // No redirect is followed: the admin token goes only to the URL given. reqwest's default
+    // would carry it on an `https` to `http` hop on one host, and `/metrics` never redirects.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
     let fetch = || async {
         let mut request = client.get(&args.url);
         if let Some(token) = &token {
@@ -264,6 +269,10 @@ pub async fn run(args: TopArgs) -> Result<()> {
         }
         let response = request.send().await.with_context(|| format!("cannot reach {}", args.url))?;
         let status = response.status();
+        if status.is_redirection() {
+            let to = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok()).unwrap_or("?");
+            bail!("{} answered {status}, a redirect to {to}: not followed; give that URL itself", args.url);
+        }
         let text = response.text().await?;
         if !status.is_success() {
             bail!("{} answered {status}: {}", args.url, text.trim());

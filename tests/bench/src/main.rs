@@ -118,7 +118,7 @@ fn main() -> ExitCode {
             let mode = if stateless { Mode::Stateless } else { Mode::Legacy };
             let sample = load::http(addr, mode, clients, Duration::from_secs_f64(seconds)).await?;
             println!(
-                "{:.0} calls/s, p50 {:.0} µs, p99 {:.0} µs, {} errors (p90 {:.0}, p95 {:.0}, p98 {:.0}, p99.9 {:.0} µs)",
+                "{:.0} calls/s, p50 {:.0} µs, p99 {:.0} µs, {} errors (p90 {:.0}, p95 {:.0}, p98 {:.0}, p99.9 {:.0} µs, max {:.0} µs, {} stalls)",
                 sample.throughput(),
                 sample.percentile(50.0),
                 sample.percentile(99.0),
@@ -127,6 +127,8 @@ fn main() -> ExitCode {
                 sample.percentile(95.0),
                 sample.percentile(98.0),
                 sample.percentile(99.9),
+                sample.percentile(100.0),
+                sample.stalls(),
             );
             Ok(sample.errors == 0)
         }),
