@@ -341,6 +341,14 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
     Ok(sample)
 }
 
+/// `load`'s sample, with the CPU time the server process `pid` used while it ran.
+pub async fn with_server_cpu(pid: u32, load: impl Future<Output = anyhow::Result<Sample>>) -> anyhow::Result<Sample> {
+    let before = cpu_seconds(pid);
+    let mut sample = load.await?;
+    sample.server_cpu = before.zip(cpu_seconds(pid)).map(|(before, after)| after - before);
+    Ok(sample)
+}
+
 /// The CPU time process `pid` has used so far (user + system, every thread, living or not),
 /// in seconds, from `/proc/<pid>/stat`.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {

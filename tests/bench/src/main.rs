@@ -342,12 +342,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             }
             let samples = in_turns(targets.len(), duration, |i, time| {
                 let (addr, pid, mode) = targets[i];
-                async move {
-                    let before = load::cpu_seconds(pid);
-                    let mut sample = load::http(addr, mode, clients, time).await?;
-                    sample.server_cpu = before.zip(load::cpu_seconds(pid)).map(|(b, a)| a - b);
-                    Ok(sample)
-                }
+                load::with_server_cpu(pid, load::http(addr, mode, clients, time))
             })
             .await?;
             for (row, sample) in rows.iter_mut().zip(samples) {
@@ -680,13 +675,7 @@ async fn stateless_pair(
     let mut rows = names.map(|name| Row { name: name.into(), samples: Vec::new() });
     for _ in 0..reps {
         let samples = in_turns(2, duration, |i, time| {
-            let (target, pid) = (targets[i].clone(), pids[i]);
-            async move {
-                let before = load::cpu_seconds(pid);
-                let mut sample = load::http_at(target, Mode::Stateless, 8, time).await?;
-                sample.server_cpu = before.zip(load::cpu_seconds(pid)).map(|(b, a)| a - b);
-                Ok(sample)
-            }
+            load::with_server_cpu(pids[i], load::http_at(targets[i].clone(), Mode::Stateless, 8, time))
         })
         .await?;
         for (row, sample) in rows.iter_mut().zip(samples) {
