@@ -12,21 +12,23 @@
 //! [`Blueprint`] with a placeholder call state (no mounts, no events, no caller), and the
 //! call that takes it replaces that state with its own before any guest code runs for it.
 //! An instantiation that touched the sandbox (opened a WASI resource, wrote to stderr), did
-//! not finish in one poll, ran guest code past [`BUILD_LIMIT`] or failed is never used: the
-//! plugin version is then not prebuilt again, and its calls instantiate as before. What a
-//! build cost is charged to the call that takes it, against its CPU deadline and its
-//! tenant's quota, as an inline build would be: its wall time, since it is one poll on an
-//! idle worker (reading the thread's CPU clock is a system call, ~0.4 µs, and an inline
-//! build's short poll is charged its wall time too). A build that took [`BUILD_LIMIT`]
-//! anyway (its thread preempted, or an instantiation that slow) is dropped, not charged; a
-//! version whose builds take that long twice in a row is not prebuilt again.
+//! not finish in one poll or failed is never used: the plugin version is then not prebuilt
+//! again, and its calls instantiate as before. What a build cost is charged to the call
+//! that takes it, against its CPU deadline and its tenant's quota, as an inline build would
+//! be: its wall time, since it is one poll on an idle worker (reading the thread's CPU clock
+//! is a system call, ~0.4 µs, and an inline build's short poll is charged its wall time
+//! too). A build that took [`BUILD_LIMIT`] (its thread preempted, or guest code that runs
+//! that long, which is interrupted) is dropped, not charged; a version whose builds take
+//! that long twice in a row is not prebuilt for [`SLOW_PAUSE`], then tried again: on a busy
+//! machine a preempted thread says little about the next build, and an instantiation that
+//! is always slow costs one dropped build a pause.
 //!
 //! Each worker keeps at most one spare, and the engine at most `spare_instances` in all:
 //! its pool has that many slots beyond `max_instances`, so a spare never takes a slot a call
 //! could have had.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -45,8 +47,12 @@ use crate::policy::{Grants, Mount};
 /// it: an instantiation whose guest code runs longer is not prebuilt.
 const BUILD_LIMIT: Duration = Duration::from_micros(500);
 
-/// Builds in a row that took [`BUILD_LIMIT`] after which a plugin version is not prebuilt.
+/// Builds in a row that took [`BUILD_LIMIT`] after which a plugin version is not prebuilt
+/// for [`SLOW_PAUSE`].
 const SLOW_BUILDS: u8 = 2;
+
+/// How long a version whose builds were slow is not prebuilt.
+const SLOW_PAUSE: Duration = Duration::from_secs(1);
 
 /// What every call's sandbox of one plugin version is built from.
 pub(crate) struct Blueprint {
@@ -59,8 +65,8 @@ pub(crate) struct Blueprint {
     pub dirs: Arc<GrantDirs>,
     /// Set once a prebuilt instance of this version could not be used: it is not tried again.
     refused: AtomicBool,
-    /// Builds in a row that took [`BUILD_LIMIT`] (and were dropped).
-    slow: AtomicU8,
+    /// Its builds that took [`BUILD_LIMIT`].
+    slow: SlowBuilds,
 }
 
 /// A fresh instance built ahead of its call.
@@ -97,6 +103,52 @@ impl Drop for Counted {
     }
 }
 
+/// A version's builds that took [`BUILD_LIMIT`]: after [`SLOW_BUILDS`] of them in a row, it
+/// is not prebuilt for [`SLOW_PAUSE`]. Times are passed in, so that the rule is tested
+/// without waiting.
+struct SlowBuilds {
+    since: Instant,
+    in_a_row: AtomicU8,
+    /// Microseconds after `since` until which no spare is built; zero for none. Written only
+    /// when it changes: every worker's builds of the version read it.
+    paused_until: AtomicU64,
+}
+
+impl SlowBuilds {
+    fn new(now: Instant) -> Self {
+        SlowBuilds { since: now, in_a_row: AtomicU8::new(0), paused_until: AtomicU64::new(0) }
+    }
+
+    fn micros(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.since).as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a spare may be built at `now`.
+    fn allow(&self, now: Instant) -> bool {
+        let until = self.paused_until.load(Ordering::Relaxed);
+        until == 0 || self.micros(now) >= until
+    }
+
+    /// Count a build that ended at `now`, slow or not; true if that starts a pause.
+    fn record(&self, slow: bool, now: Instant) -> bool {
+        if !slow {
+            if self.in_a_row.load(Ordering::Relaxed) != 0 {
+                self.in_a_row.store(0, Ordering::Relaxed);
+            }
+            if self.paused_until.load(Ordering::Relaxed) != 0 {
+                self.paused_until.store(0, Ordering::Relaxed);
+            }
+            return false;
+        }
+        let before = self.in_a_row.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_add(1)));
+        if before.unwrap_or(u8::MAX).saturating_add(1) < SLOW_BUILDS {
+            return false;
+        }
+        self.paused_until.store(self.micros(now + SLOW_PAUSE).max(1), Ordering::Relaxed);
+        true
+    }
+}
+
 thread_local! {
     /// This worker's spare, if it has one.
     static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
@@ -121,7 +173,7 @@ impl Blueprint {
             grants,
             dirs,
             refused: AtomicBool::new(false),
-            slow: AtomicU8::new(0),
+            slow: SlowBuilds::new(Instant::now()),
         }
     }
 
@@ -186,6 +238,9 @@ impl Blueprint {
     /// that runs on.
     fn build(self: &Arc<Self>) -> Option<Spare> {
         let runtime = &self.runtime;
+        if !self.slow.allow(Instant::now()) {
+            return None;
+        }
         let limit = runtime.config.spare_instances;
         if runtime.spares.fetch_add(1, Ordering::Relaxed) >= limit {
             runtime.spares.fetch_sub(1, Ordering::Relaxed);
@@ -207,20 +262,16 @@ impl Blueprint {
         });
         let cost = started.elapsed();
         match built {
-            Poll::Ready(Ok(_)) if cost >= BUILD_LIMIT => {
-                // Preempted, most likely; an instantiation that slow every time is not
-                // prebuilt after its second try in a row.
-                if self.slow.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_BUILDS {
-                    tracing::debug!(plugin = %self.plugin, "its instantiation takes {cost:?}: its calls are not prebuilt");
-                    self.refused.store(true, Ordering::Relaxed);
+            Poll::Ready(_) if cost >= BUILD_LIMIT => {
+                // Preempted, most likely (interrupted by a tick, if a call computes), or a
+                // start function that runs on: dropped, not charged to a call.
+                if self.slow.record(true, started + cost) {
+                    tracing::debug!(plugin = %self.plugin, "its instantiation took {cost:?}: its calls are not prebuilt for {SLOW_PAUSE:?}");
                 }
                 None
             }
             Poll::Ready(Ok(instance)) => {
-                // Written only when it changes: every worker's builds of this version read it.
-                if self.slow.load(Ordering::Relaxed) != 0 {
-                    self.slow.store(0, Ordering::Relaxed);
-                }
+                self.slow.record(false, started + cost);
                 store.data_mut().detach_clock();
                 Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost, _counted: counted })
             }
@@ -264,7 +315,9 @@ pub fn worker_idle() {
 mod tests {
     use std::sync::Arc;
 
-    use super::worker_idle;
+    use std::time::{Duration, Instant};
+
+    use super::{SLOW_PAUSE, SlowBuilds, worker_idle};
     use crate::policy::{ClientRoots, Grants, Quotas};
     use crate::runtime::{Account, NoEvents, Plugin, PluginRuntime, RuntimeConfig, types};
 
@@ -327,5 +380,29 @@ mod tests {
             assert_eq!(runtime.spares(), 0);
             drop(first);
         });
+    }
+
+    /// Two slow builds in a row pause a version's prebuilding for a while, not for good: a
+    /// worker preempted twice on a busy machine must not end its spares until a reload.
+    #[test]
+    fn slow_builds_pause_prebuilding_then_it_resumes() {
+        let start = Instant::now();
+        let slow = SlowBuilds::new(start);
+        let at = |ms| start + Duration::from_millis(ms);
+        assert!(slow.allow(start));
+        assert!(!slow.record(true, at(1)), "one slow build is not a pause");
+        assert!(!slow.record(false, at(2)));
+        assert!(!slow.record(true, at(3)), "a fast build between resets the count");
+        assert!(slow.record(true, at(4)), "the second in a row starts a pause");
+        assert!(!slow.allow(at(5)));
+        let end = at(4) + SLOW_PAUSE;
+        assert!(!slow.allow(end - Duration::from_millis(1)));
+        assert!(slow.allow(end), "the pause ends");
+        assert!(slow.record(true, end), "still slow: paused again at once");
+        assert!(!slow.allow(end + Duration::from_millis(1)));
+        let later = end + SLOW_PAUSE;
+        assert!(slow.allow(later));
+        assert!(!slow.record(false, later));
+        assert!(slow.allow(later) && !slow.record(true, later), "a fast build clears the pause and the count");
     }
 }
