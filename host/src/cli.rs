@@ -376,12 +376,7 @@ fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
 
 /// Run the command line; logs go to stderr, stdout belongs to the stdio transport.
 pub fn main() -> ExitCode {
-    main_with_args(std::env::args_os())
-}
-
-/// Run the command line with these arguments (the first is the program name).
-pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
-    let cli = Cli::parse_from(args);
+    let cli = Cli::parse();
     let traces = match crate::telemetry::Traces::from_env() {
         Ok(traces) => traces,
         Err(e) => {

@@ -59,8 +59,8 @@ impl Session {
         let plugins = dir.join("plugins");
         std::fs::create_dir_all(&plugins)?;
         std::fs::copy(&example.file, plugins.join(format!("{}.wasm", example.language)))?;
-        let mut child = tokio::process::Command::new(std::env::current_exe()?)
-            .args(["capsule", "serve", "--stdio", "--no-watch", "--plugins"])
+        let mut child = tokio::process::Command::new(crate::servers::capsule_exe()?)
+            .args(["serve", "--stdio", "--no-watch", "--plugins"])
             .arg(&plugins)
             .arg("--cache-dir")
             .arg(cache)

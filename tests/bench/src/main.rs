@@ -14,7 +14,6 @@ mod servers;
 mod telemetry;
 mod tenants;
 
-use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
@@ -45,15 +44,10 @@ struct Args {
     serve: Option<Serve>,
 }
 
-/// The servers under test run in child processes of this same binary.
+/// The baselines run in child processes of this same binary, Capsule in its own
+/// ([`servers::capsule_exe`]).
 #[derive(Subcommand)]
 enum Serve {
-    /// Run Capsule's own command line (the code path of the `capsule` binary).
-    #[command(hide = true)]
-    Capsule {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<OsString>,
-    },
     /// The native rmcp server with the same `add` tool.
     #[command(hide = true)]
     Native {
@@ -105,9 +99,6 @@ fn default_plugins() -> PathBuf {
 fn main() -> ExitCode {
     let mut args = Args::parse();
     match args.serve.take() {
-        Some(Serve::Capsule { args }) => {
-            capsule::cli::main_with_args(std::iter::once(OsString::from("capsule")).chain(args))
-        }
         Some(Serve::Native { listen: Some(addr) }) => {
             run(async move { servers::native_http(addr).await.map(|()| true) })
         }
@@ -198,8 +189,8 @@ fn run(work: impl std::future::Future<Output = anyhow::Result<bool>>) -> ExitCod
 /// (legacy, stateless), then native rmcp's.
 async fn stdio_section(reps: usize, duration: Duration) -> anyhow::Result<Vec<(usize, Vec<Row>)>> {
     let exe = std::env::current_exe()?.display().to_string();
-    let capsule_stdio = vec![exe.clone(), "capsule".into(), "serve".into(), "--stdio".into()];
-    let native_stdio = vec![exe.clone(), "native".into()];
+    let capsule_stdio = vec![servers::capsule_exe()?.display().to_string(), "serve".into(), "--stdio".into()];
+    let native_stdio = vec![exe, "native".into()];
     let stdio_configs = [
         ("capsule stdio", &capsule_stdio, Mode::Legacy),
         ("capsule stdio, stateless 2026-07-28", &capsule_stdio, Mode::Stateless),
@@ -235,14 +226,19 @@ struct Server {
 }
 
 impl Server {
-    /// Start `capsule-bench <args>` and wait for the address it listens on.
+    /// Start `capsule <args…>` for `["capsule", args…]`, else `capsule-bench <args>`, and
+    /// wait for the address it listens on.
     async fn start(args: &[&str]) -> anyhow::Result<Server> {
         Server::start_with_env(args, &[]).await
     }
 
     /// [`Server::start`] with more environment variables.
     async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Server> {
-        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        let (program, args) = match args.split_first() {
+            Some((&"capsule", rest)) => (servers::capsule_exe()?, rest),
+            _ => (std::env::current_exe()?, args),
+        };
+        let mut child = tokio::process::Command::new(program)
             .args(args)
             .env("CAPSULE_LOG", "warn,capsule::transport=info")
             .envs(env.iter().copied())
@@ -309,6 +305,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     let warmup = duration / 5;
     let started = Instant::now();
     println!("# capsule-bench: {}", machine());
+    println!("# capsule under test: {}", servers::capsule_exe()?.display());
     println!(
         "# {reps} repetitions of {:.1} s each; every figure is min / median / max over repetitions\n",
         duration.as_secs_f64()

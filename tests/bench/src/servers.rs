@@ -1,9 +1,10 @@
-//! The baselines, served by this same binary in a child process so every server is measured
-//! the same way: a native MCP server on the same rmcp with the same `add` tool (what other
-//! WASM hosts inherit), and the floor: a bare axum handler that parses a JSON-RPC body and
-//! answers.
+//! The servers under test, each in a child process so that every server is measured the same
+//! way: Capsule is the `capsule` binary itself; the baselines are served by this binary: a
+//! native MCP server on the same rmcp with the same `add` tool (what other WASM hosts
+//! inherit), and the floor: a bare axum handler that parses a JSON-RPC body and answers.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -18,6 +19,19 @@ use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+
+/// The `capsule` binary built beside this one. Capsule is measured as it ships, with the
+/// global allocator its `main` chooses, rather than as a library linked into this harness;
+/// the baselines keep the system allocator a server gets by default.
+pub fn capsule_exe() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?.with_file_name("capsule");
+    anyhow::ensure!(
+        exe.is_file(),
+        "{} is missing: build it with `cargo build --release --workspace` before the benchmark",
+        exe.display()
+    );
+    Ok(exe)
+}
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct AddArgs {
