@@ -97,6 +97,16 @@ async fn arguments_failing_the_schema_are_a_tool_error() {
     assert!(text.contains("Invalid arguments for tool add") && text.contains("/a"), "{text}");
     let missing = client.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 1}})).await;
     assert!(first_text(&missing["result"]).contains("\"b\" is a required property"), "{missing}");
+    // A large offending value is named, not echoed back.
+    let big = "x".repeat(50_000);
+    let huge = client.request(3, "tools/call", json!({"name": "add", "arguments": {"a": big, "b": 2}})).await;
+    let text = first_text(&huge["result"]);
+    assert!(text.len() < 1_000 && text.contains("/a: the value is not of type"), "{text}");
+    let long_key = "k".repeat(50_000);
+    let keyed =
+        client.request(4, "tools/call", json!({"name": "add", "arguments": {"a": {long_key: 1}, "b": 2}})).await;
+    let text = first_text(&keyed["result"]);
+    assert!(text.len() < 1_000 && text.contains("/a: the value is not of type"), "{text}");
 }
 
 #[tokio::test]

@@ -51,15 +51,33 @@ fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(
     if validator.is_valid(value) {
         return Ok(());
     }
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .take(10)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
-        })
-        .collect();
+    let errors: Vec<String> = validator.iter_errors(value).take(10).map(|e| describe(&e)).collect();
     if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+}
+
+/// Longest description of one violation. A message quotes the offending value, and a
+/// client's megabyte string should not come back in its own error, nor make it unreadable.
+const VIOLATION_BYTES: usize = 512;
+
+fn describe(error: &jsonschema::ValidationError) -> String {
+    let mut text = error.to_string();
+    if text.len() > VIOLATION_BYTES {
+        text = error.masked_with("the value").to_string();
+    }
+    let path = error.instance_path().to_string();
+    if !path.is_empty() {
+        text = format!("{path}: {text}");
+    }
+    // Property names in the path or in the message are the client's too.
+    if text.len() > VIOLATION_BYTES {
+        let mut end = VIOLATION_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// One concrete resource.
