@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::clients::PYTHON;
-use crate::support::{Server, StdioServer, plugins, root, run_script, scratch_dir};
+use crate::support::{Client, Server, StdioServer, plugins, root, run_script, scratch_dir};
 
 /// A scratch folder holding the example as the only plugin, a granted directory with a file
 /// in it, a file outside it, and the policy granting the directory (read-only).
@@ -79,6 +79,34 @@ fn over_stdio(lang: &str) {
     ];
     let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
     check(&output, ok);
+}
+
+/// A call to an interpreter-carrying plugin runs long (Python's ~1 ms instantiation, then
+/// its interpreter), so the prebuild thread builds the next call's instance while one runs:
+/// most calls of a sequence take one, and `/metrics` counts them.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_calls_take_instances_built_ahead() {
+    let built = plugins().join("lang/python.wasm");
+    assert!(built.is_file(), "{} is missing: run plugins/build-examples.sh (tests/run.sh does)", built.display());
+    let server = Server::http(&["--plugin", built.to_str().unwrap(), "--metrics", "127.0.0.1:0"]);
+    let metrics = crate::telemetry::address_in_log(&server, "metrics on ");
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let calls = 20;
+    for id in 0..calls {
+        let arguments = json!({"value": 1.609344 * f64::from(id + 1), "unit": "km"});
+        let converted =
+            client.request(i64::from(id), "tools/call", json!({"name": "convert", "arguments": arguments})).await;
+        assert_eq!(converted["result"]["structuredContent"]["result"], f64::from(id + 1), "{converted}");
+        // A client's think time; the build ahead does not depend on it, a busy test machine may.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let scraped = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+    let prebuilt = scraped
+        .lines()
+        .find_map(|line| line.strip_prefix(r#"capsule_sandbox_prebuilt_total{tenant="default",plugin="python"} "#))
+        .map_or(0, |count| count.parse::<u32>().unwrap());
+    assert!(prebuilt >= calls / 2, "only {prebuilt} of {calls} calls ran in an instance built ahead");
 }
 
 #[test]

@@ -16,6 +16,7 @@ use super::plugin::Plugin;
 use super::pool::InstancePool;
 use super::quota::Account;
 use super::sandbox::CallState;
+use super::spare::Prebuilder;
 use crate::policy::{Grants, Needs};
 use crate::telemetry::Metrics;
 
@@ -99,6 +100,8 @@ pub(crate) struct RuntimeInner {
     pub pool: InstancePool,
     /// Spare instances alive now, at most `config.spare_instances`.
     pub spares: AtomicU32,
+    /// Builds spares for calls that run long or build slowly.
+    pub prebuilder: Prebuilder,
     /// Components in use, by SHA-256: a component served by several tenants (or reloaded
     /// while its old version still runs) is compiled, or read from the cache, once.
     pub components: Mutex<HashMap<String, Weak<Component>>>,
@@ -165,6 +168,7 @@ impl PluginRuntime {
                 clock,
                 pool,
                 spares: AtomicU32::new(0),
+                prebuilder: Prebuilder::default(),
                 components: Mutex::default(),
             }),
         })

@@ -565,9 +565,9 @@ impl Plugin {
             let _ = tokio::task::spawn_blocking(release).await;
         } else {
             after_answer(release);
-            if charge == Charge::Caller {
-                sandbox.served();
-            }
+        }
+        if charge == Charge::Caller {
+            sandbox.served(went_long || long.is_set());
         }
         match result {
             Ok(value) => {

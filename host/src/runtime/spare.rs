@@ -23,13 +23,22 @@
 //! machine a preempted thread says little about the next build, and an instantiation that
 //! is always slow costs one dropped build a pause.
 //!
-//! Each worker keeps at most one spare, and the engine at most `spare_instances` in all:
-//! its pool has that many slots beyond `max_instances`, so a spare never takes a slot a call
-//! could have had.
+//! A plugin version whose calls run long (they move off the workers, see `offload`), or
+//! whose builds are too slow for an idle worker, has its spares built by the prebuild
+//! thread instead: one at a time, kept in the version's own slot, and taken by its next call
+//! on any worker, which queues the next build at once so that it is made while that call
+//! runs. These are the interpreter-carrying components (Python, JavaScript, Go), where an
+//! instantiation is 0.2-1 ms of a 1-3 ms call. The thread's builds may take up to the
+//! plugin's CPU budget (an instantiation that needs more could serve no call) and are
+//! charged their CPU time, since the thread may be preempted for any while.
+//!
+//! Each worker keeps at most one spare, each version at most one built ahead, and the
+//! engine at most `spare_instances` in all: its pool has that many slots beyond
+//! `max_instances`, so a spare never takes a slot a call could have had.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -40,6 +49,7 @@ use super::Events;
 use super::NoEvents;
 use super::engine::RuntimeInner;
 use super::fs::GrantDirs;
+use super::limits::thread_cpu;
 use super::sandbox::{CallState, Sandbox};
 use crate::policy::{Grants, Mount};
 
@@ -67,6 +77,62 @@ pub(crate) struct Blueprint {
     refused: AtomicBool,
     /// Its builds that took [`BUILD_LIMIT`].
     slow: SlowBuilds,
+    /// The spare the prebuild thread built, which a call on any worker may take.
+    ahead: Mutex<Option<Spare>>,
+    /// Whether `ahead` holds one: the common case, a version built on the workers, reads
+    /// this and takes no lock.
+    ahead_ready: AtomicBool,
+    /// Whether a build of this version is queued on the prebuild thread or under way.
+    ahead_queued: AtomicBool,
+}
+
+/// Who builds a spare, which decides how long its build may take and what it is charged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Builder {
+    /// An idle request worker, whose connections wait meanwhile: one poll of at most
+    /// [`BUILD_LIMIT`] of wall time, charged its wall time.
+    Worker,
+    /// The prebuild thread: up to the plugin's CPU budget, charged the thread's CPU time.
+    Ahead,
+}
+
+/// The thread that builds spares ahead for versions whose calls run long or whose builds
+/// are slow, started when the first is needed. It ends with the engine.
+#[derive(Default)]
+pub(crate) struct Prebuilder {
+    queue: OnceLock<Option<mpsc::Sender<Weak<Blueprint>>>>,
+}
+
+impl Prebuilder {
+    /// Queue a build of `blueprint`'s next spare; false if the thread could not be started.
+    fn queue(&self, blueprint: Weak<Blueprint>) -> bool {
+        let sender = self.queue.get_or_init(|| {
+            let (sender, builds) = mpsc::channel::<Weak<Blueprint>>();
+            let started = std::thread::Builder::new().name("capsule-prebuild".into()).spawn(move || {
+                // A start function that calls the host gets the same runtime context as on
+                // a worker: no reactor is reached for, since a build that waits is refused.
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                    return;
+                };
+                let _context = runtime.enter();
+                for blueprint in builds {
+                    if let Some(blueprint) = blueprint.upgrade() {
+                        blueprint.fill_ahead();
+                    }
+                }
+            });
+            match started {
+                Ok(_) => Some(sender),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot start the prebuild thread; calls that run long build their own instances: {e}"
+                    );
+                    None
+                }
+            }
+        });
+        sender.as_ref().is_some_and(|sender| sender.send(blueprint).is_ok())
+    }
 }
 
 /// A fresh instance built ahead of its call.
@@ -174,6 +240,9 @@ impl Blueprint {
             dirs,
             refused: AtomicBool::new(false),
             slow: SlowBuilds::new(Instant::now()),
+            ahead: Mutex::new(None),
+            ahead_ready: AtomicBool::new(false),
+            ahead_queued: AtomicBool::new(false),
         }
     }
 
@@ -208,24 +277,33 @@ impl Blueprint {
         store
     }
 
-    /// Say that a call of this version has just ended on this thread: if the thread goes
-    /// idle before serving another, it builds a spare for the next.
-    pub fn served(self: &Arc<Self>) {
-        if self.runtime.config.spare_instances > 0 && !self.refused.load(Ordering::Relaxed) {
+    /// Say that a call of this version has just ended on this thread. A short one: if the
+    /// thread goes idle before serving another, it builds a spare for the next, unless this
+    /// version's builds are too slow for that lately. A long one, or a slow build: the
+    /// prebuild thread builds it.
+    pub fn served(self: &Arc<Self>, long: bool) {
+        if self.runtime.config.spare_instances == 0 || self.refused.load(Ordering::Relaxed) {
+            return;
+        }
+        if !long && self.slow.allow(Instant::now()) {
             let _ = WANTED.try_with(|wanted| *wanted.borrow_mut() = Some(self.clone()));
+        } else {
+            self.build_ahead();
         }
     }
 
-    /// This thread's spare, if it is an instance of this version. A spare of it that cannot
-    /// be used is dropped, and this version is not prebuilt again.
+    /// A spare of this version for a call: this thread's, or the one built ahead. A spare of
+    /// it that cannot be used is dropped, and this version is not prebuilt again.
     pub fn take_spare(self: &Arc<Self>) -> Option<Spare> {
-        let spare = SPARE
+        let local = SPARE
             .try_with(|slot| {
                 let mut slot = slot.borrow_mut();
                 let mine = slot.as_ref().is_some_and(|spare| std::ptr::eq(spare.blueprint.as_ptr(), Arc::as_ptr(self)));
                 if mine { slot.take() } else { None }
             })
-            .ok()??;
+            .ok()
+            .flatten();
+        let spare = local.or_else(|| self.take_ahead())?;
         if !spare.store.data().untouched() {
             tracing::debug!(plugin = %self.plugin, "its instantiation touched the sandbox: its calls are not prebuilt");
             self.refused.store(true, Ordering::Relaxed);
@@ -234,11 +312,48 @@ impl Blueprint {
         Some(spare)
     }
 
+    /// The spare built ahead, if one is ready; the next is queued at once, to be built while
+    /// this one serves its call.
+    fn take_ahead(self: &Arc<Self>) -> Option<Spare> {
+        if !self.ahead_ready.load(Ordering::Acquire) {
+            return None;
+        }
+        let spare = {
+            let mut ahead = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+            self.ahead_ready.store(false, Ordering::Relaxed);
+            ahead.take()
+        };
+        self.build_ahead();
+        spare
+    }
+
+    /// Queue a build of this version on the prebuild thread, unless a spare built ahead is
+    /// waiting or one is queued already.
+    fn build_ahead(self: &Arc<Self>) {
+        if self.ahead_ready.load(Ordering::Acquire) || self.ahead_queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if !self.runtime.prebuilder.queue(Arc::downgrade(self)) {
+            self.ahead_queued.store(false, Ordering::Release);
+        }
+    }
+
+    /// On the prebuild thread: build this version's next spare and leave it for a call.
+    fn fill_ahead(self: &Arc<Self>) {
+        if !self.refused.load(Ordering::Relaxed)
+            && let Some(spare) = self.build(Builder::Ahead)
+        {
+            *self.ahead.lock().unwrap_or_else(PoisonError::into_inner) = Some(spare);
+            self.ahead_ready.store(true, Ordering::Release);
+        }
+        self.ahead_queued.store(false, Ordering::Release);
+    }
+
     /// Build a spare instance: one poll, with the clock able to interrupt a start function
     /// that runs on.
-    fn build(self: &Arc<Self>) -> Option<Spare> {
+    fn build(self: &Arc<Self>, builder: Builder) -> Option<Spare> {
         let runtime = &self.runtime;
-        if !self.slow.allow(Instant::now()) {
+        if builder == Builder::Worker && !self.slow.allow(Instant::now()) {
             return None;
         }
         let limit = runtime.config.spare_instances;
@@ -249,20 +364,30 @@ impl Blueprint {
         let counted = Counted(runtime.clone());
         let state = self.state(Vec::new(), Arc::new(NoEvents)).ok()?;
         let mut store = self.store(state);
-        let started = Instant::now();
         // The clock ticks for every call computing on the engine, so a tick during a build
         // says nothing about it; only how long it has gone on does.
         store.set_epoch_deadline(1);
+        // Reading the thread's CPU clock is a system call: the workers' builds go without.
+        let cpu_started = if builder == Builder::Ahead { thread_cpu() } else { 0 };
+        let started = Instant::now();
+        let spent = move || match builder {
+            Builder::Worker => started.elapsed(),
+            Builder::Ahead => Duration::from_nanos(thread_cpu().saturating_sub(cpu_started)),
+        };
+        let limit = match builder {
+            Builder::Worker => BUILD_LIMIT,
+            Builder::Ahead => self.grants.limits.cpu,
+        };
         store.epoch_deadline_callback(move |_| {
-            Ok(if started.elapsed() >= BUILD_LIMIT { UpdateDeadline::Interrupt } else { UpdateDeadline::Continue(1) })
+            Ok(if spent() >= limit { UpdateDeadline::Interrupt } else { UpdateDeadline::Continue(1) })
         });
         let built = runtime.clock.runs().run(|| {
             let build = std::pin::pin!(self.pre.instantiate_async(&mut store));
             build.poll(&mut Context::from_waker(Waker::noop()))
         });
-        let cost = started.elapsed();
+        let cost = spent();
         match built {
-            Poll::Ready(_) if cost >= BUILD_LIMIT => {
+            Poll::Ready(_) if builder == Builder::Worker && cost >= BUILD_LIMIT => {
                 // Preempted, most likely (interrupted by a tick, if a call computes), or a
                 // start function that runs on: dropped, not charged to a call.
                 if self.slow.record(true, started + cost) {
@@ -271,7 +396,9 @@ impl Blueprint {
                 None
             }
             Poll::Ready(Ok(instance)) => {
-                self.slow.record(false, started + cost);
+                if builder == Builder::Worker {
+                    self.slow.record(false, started + cost);
+                }
                 store.data_mut().detach_clock();
                 Some(Spare { blueprint: Arc::downgrade(self), store, instance, cost, _counted: counted })
             }
@@ -303,7 +430,7 @@ pub fn worker_idle() {
             Some(wanted) if current != Some(Arc::as_ptr(&wanted)) => {
                 // The old one goes first, so that its slot is free for the new one.
                 *slot = None;
-                *slot = wanted.build();
+                *slot = wanted.build(Builder::Worker);
             }
             _ if slot.as_ref().is_some_and(|spare| spare.blueprint.strong_count() == 0) => *slot = None,
             _ => {}
@@ -379,6 +506,52 @@ mod tests {
             worker_idle();
             assert_eq!(runtime.spares(), 0);
             drop(first);
+        });
+    }
+
+    /// A call that runs long has the prebuild thread build the next one's instance, which a
+    /// call on any thread takes; taking it queues the next build.
+    #[test]
+    fn calls_that_run_long_take_instances_the_prebuild_thread_built() {
+        let thread = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        thread.block_on(async {
+            let runtime = PluginRuntime::new(RuntimeConfig { spare_instances: 1, ..RuntimeConfig::default() })
+                .expect("a runtime");
+            let bytes = crate::bundled::BUNDLED.iter().find(|(name, _)| *name == "calc").expect("calc is bundled").1;
+            let account = Account::new("t", Quotas::default());
+            let plugin = runtime
+                .load(&account, "calc", (Arc::from(bytes), None), Arc::new(Grants::default()))
+                .await
+                .expect("calc");
+            // Describing this many numbers takes well over the half millisecond that makes a
+            // call long.
+            let values: Vec<String> = (0..50_000).map(|i| format!("{}.5", i % 977)).collect();
+            let arguments = format!(r#"{{"values":[{}]}}"#, values.join(","));
+            let context = types::RequestContext::first(types::ClientCapabilities::NONE);
+            let describe = async || {
+                let outcome = plugin
+                    .call_tool("statistics", &arguments, &context, &ClientRoots::NotOffered, Arc::new(NoEvents))
+                    .await
+                    .expect("the call ran");
+                assert!(matches!(outcome, Ok(types::CallOutcome::Complete(_))), "statistics did not complete");
+            };
+            let built_ahead = async || {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while runtime.spares() == 0 {
+                    assert!(Instant::now() < deadline, "no spare was built ahead");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            };
+            describe().await;
+            assert_eq!(prebuilt(&runtime), 0);
+            built_ahead().await;
+            describe().await;
+            assert_eq!(prebuilt(&runtime), 1, "the second call took the spare built ahead");
+            built_ahead().await;
+            assert_eq!(runtime.spares(), 1, "one spare ahead a version at most");
+            // It is the version's: it goes with it.
+            drop(plugin);
+            assert_eq!(runtime.spares(), 0);
         });
     }
 
