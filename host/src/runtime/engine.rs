@@ -1,6 +1,7 @@
 //! The shared engine: configuration, the epoch clock, the linker, and compilation.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use super::bindings;
 use super::cache::{CompileCache, digest};
 use super::clock::EpochClock;
 use super::error::LoadError;
+use super::fs::vanished_dir;
 use super::plugin::Plugin;
 use super::pool::InstancePool;
 use super::quota::Account;
@@ -102,6 +104,9 @@ pub(crate) struct RuntimeInner {
     pub spares: AtomicU32,
     /// Builds spares for calls that run long or build slowly.
     pub prebuilder: Prebuilder,
+    /// The empty directory spares of plugins with granted directories are built with
+    /// (`fs::vanished_dir`); without it they are not prebuilt.
+    pub placeholder_dir: Option<OwnedFd>,
     /// Components in use, by SHA-256: a component served by several tenants (or reloaded
     /// while its old version still runs) is compiled, or read from the cache, once.
     pub components: Mutex<HashMap<String, Weak<Component>>>,
@@ -160,6 +165,15 @@ impl PluginRuntime {
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
         let pool = InstancePool::new(instances);
+        let placeholder_dir = match vanished_dir() {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot make an empty directory; plugins with granted directories are not prebuilt: {e}"
+                );
+                None
+            }
+        };
         Ok(PluginRuntime {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -169,6 +183,7 @@ impl PluginRuntime {
                 pool,
                 spares: AtomicU32::new(0),
                 prebuilder: Prebuilder::default(),
+                placeholder_dir,
                 components: Mutex::default(),
             }),
         })

@@ -86,6 +86,24 @@ impl GrantDirs {
     }
 }
 
+/// An empty directory that no path names any more: the only preopen of a prebuilt
+/// instance's placeholder state when its plugin has granted directories (see `spare`), so
+/// that a start function that asks for its directories leaves a descriptor behind (and
+/// finds nothing to read, and nowhere to write).
+pub(crate) fn vanished_dir() -> io::Result<OwnedFd> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    let path = std::env::temp_dir().join(format!("capsule-placeholder-{}-{nanos:08x}", std::process::id()));
+    std::fs::create_dir(&path)?;
+    let opened = rustix::fs::open(&path, DIR, Mode::empty());
+    std::fs::remove_dir(&path)?;
+    Ok(opened?)
+}
+
+/// Preopen [`vanished_dir`]'s `handle`, read-only, as `/`.
+pub(crate) fn preopen_vanished(wasi: &mut WasiCtxBuilder, handle: BorrowedFd<'_>) -> Result<(), String> {
+    wasi.preopened_dir(handle_path(handle), "/", FsPerms::ReadOnly).map(|_| ()).map_err(|e| format!("{e:#}"))
+}
+
 /// Open `beneath` below `base` one plain name at a time, refusing symlinks, `..` and
 /// anything that is not a directory. `None` means `base` itself.
 fn open_beneath(base: BorrowedFd<'_>, beneath: &Path) -> io::Result<Option<OwnedFd>> {

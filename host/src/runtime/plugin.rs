@@ -21,7 +21,7 @@ use super::output::OutputSize;
 use super::pool::Reservation;
 use super::quota::Account;
 use super::sandbox::CallState;
-use super::spare::Blueprint;
+use super::spare::{Blueprint, Spare};
 use super::stderr::crash_cause;
 use super::{Events, NoEvents};
 use crate::policy::{ClientRoots, Grants, Needs};
@@ -457,13 +457,14 @@ impl Plugin {
         let mut lease = self.reservation.lease_when_free().await?;
         let sandbox = &self.sandbox;
         let config = &sandbox.runtime.config;
-        let state = sandbox.state(sandbox.grants.mounts(roots), events).map_err(CallError::Sandbox)?;
-        let meter = CpuMeter::new(account.cloned());
-        // A caller's call takes the instance its worker built ahead, if it has one (`spare`).
+        // A caller's call takes an instance built ahead, if there is one (`spare`).
         let prebuilt = match charge {
             Charge::Caller => sandbox.take_spare(),
             Charge::Load => None,
         };
+        let stderr = prebuilt.as_ref().map(Spare::stderr);
+        let state = sandbox.state(sandbox.grants.mounts(roots), events, stderr).map_err(CallError::Sandbox)?;
+        let meter = CpuMeter::new(account.cloned());
         let (mut store, ready, built) = match prebuilt {
             Some(spare) => {
                 let (store, instance, cost) = spare.start(state);

@@ -1,9 +1,11 @@
 //! The store data of one call: a deny-by-default WASI context, the call's limits, and the
 //! host functions of `capsule:plugin/host`.
 
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -11,7 +13,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::CallEvents;
 use super::bindings::capsule::plugin::{host, types};
 use super::clock::{EpochClock, StoreHold};
-use super::fs::GrantDirs;
+use super::fs::{GrantDirs, preopen_vanished};
 use super::limits::Limiter;
 use super::net::NetworkGate;
 use super::stderr::CallStderr;
@@ -35,6 +37,9 @@ pub(crate) struct CallState {
     tenant: Arc<str>,
     mounts: Vec<Mount>,
     pub stderr: CallStderr,
+    /// Whether the guest has called a function of Capsule's host interface, all of which
+    /// answer for a call (see `untouched`).
+    host_called: bool,
     /// Counts the store with the epoch clock while a call may run in it (see `spare`).
     live: Option<StoreHold>,
 }
@@ -60,7 +65,13 @@ pub(crate) struct Sandbox<'a> {
     pub mounts: Vec<Mount>,
     pub events: Arc<dyn CallEvents>,
     pub event_limit: u32,
+    /// Where its stderr goes: a new buffer of `stderr_limit` bytes, or the one a prebuilt
+    /// instance's streams already write to.
+    pub stderr: Option<CallStderr>,
     pub stderr_limit: usize,
+    /// For a prebuilt instance's placeholder state: an empty directory to preopen in place
+    /// of the mounts a call will have (see `spare`).
+    pub placeholder_dir: Option<BorrowedFd<'a>>,
     pub table_elements: usize,
     pub clock: &'a EpochClock,
 }
@@ -72,7 +83,7 @@ impl CallState {
         // environment, directories, HTTP destinations and TCP peers are exactly what the
         // grants name. A plugin always gets clocks and
         // randomness, and its stderr goes to our log.
-        let stderr = CallStderr::new(sandbox.stderr_limit);
+        let stderr = sandbox.stderr.unwrap_or_else(|| CallStderr::new(sandbox.stderr_limit));
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone())
             .max_random_size(RANDOM_LIMIT)
@@ -96,6 +107,9 @@ impl CallState {
             wasi.env(name, secret.expose());
         }
         let mounts = sandbox.dirs.preopen(&sandbox.plugin, &mut wasi, sandbox.mounts)?;
+        if let Some(dir) = sandbox.placeholder_dir {
+            preopen_vanished(&mut wasi, dir)?;
+        }
         let limiter = Limiter { memory: sandbox.grants.limits.memory, table_elements: sandbox.table_elements, peak: 0 };
         Ok(CallState {
             wasi: wasi.build(),
@@ -111,6 +125,7 @@ impl CallState {
             tenant: sandbox.tenant,
             mounts,
             stderr,
+            host_called: false,
             live: Some(sandbox.clock.hold()),
         })
     }
@@ -121,10 +136,22 @@ impl CallState {
         self.live = None;
     }
 
-    /// Whether nothing but instantiation happened in this store: no WASI resource opened, no
-    /// stderr written.
-    pub fn untouched(&self) -> bool {
-        self.table.is_empty() && self.stderr.is_empty()
+    /// Whether nothing happened while this store's instance was built that would make it
+    /// differ from one built for a call: no stderr written, no call to Capsule's host
+    /// interface (its answers and messages are a call's), and no WASI resource opened but
+    /// the standard streams, which are alike for every call (a closed stdin, a discarding
+    /// stdout, and stderr, whose buffer the call is given). Another stream would be the
+    /// child of a resource (a file, a socket) still in the table, and a start function that
+    /// asked for its directories holds the placeholder's descriptor (see `spare`).
+    pub fn untouched(&mut self) -> bool {
+        !self.host_called
+            && self.stderr.is_empty()
+            && self.table.iter_mut().all(|entry| entry.is::<DynInputStream>() || entry.is::<DynOutputStream>())
+    }
+
+    /// Take the resources a prebuilt instance opened while it was built: they are its own.
+    pub fn adopt_resources(&mut self, built: &mut CallState) {
+        self.table = std::mem::take(&mut built.table);
     }
 
     /// Whether the request this call serves was cancelled.
@@ -176,6 +203,7 @@ impl types::Host for CallState {}
 
 impl host::Host for CallState {
     async fn log(&mut self, level: host::LogLevel, logger: Option<String>, message: String) -> wasmtime::Result<()> {
+        self.host_called = true;
         let (logger, message) = (logger.map(capped), capped(message));
         if self.take_event(message.len() + logger.as_ref().map_or(0, String::len)) {
             self.events.log(level, logger, message);
@@ -184,6 +212,7 @@ impl host::Host for CallState {
     }
 
     async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) -> wasmtime::Result<()> {
+        self.host_called = true;
         let message = message.map(capped);
         if self.take_event(message.as_ref().map_or(0, String::len)) {
             self.events.progress(progress, total, message);
@@ -192,10 +221,12 @@ impl host::Host for CallState {
     }
 
     async fn cancelled(&mut self) -> wasmtime::Result<bool> {
+        self.host_called = true;
         Ok(self.events.is_cancelled())
     }
 
     async fn list_changed(&mut self, kind: host::ListKind) -> wasmtime::Result<()> {
+        self.host_called = true;
         if self.take_event(0) {
             self.events.list_changed(kind);
         }
@@ -203,6 +234,7 @@ impl host::Host for CallState {
     }
 
     async fn resource_updated(&mut self, uri: String) -> wasmtime::Result<()> {
+        self.host_called = true;
         if !self.take_event(uri.len()) || self.updated.contains(&uri) {
             return Ok(());
         }
@@ -216,6 +248,7 @@ impl host::Host for CallState {
     }
 
     async fn mounts(&mut self) -> wasmtime::Result<Vec<host::Mount>> {
+        self.host_called = true;
         Ok(self
             .mounts
             .iter()
@@ -224,6 +257,7 @@ impl host::Host for CallState {
     }
 
     async fn caller(&mut self) -> wasmtime::Result<host::Identity> {
+        self.host_called = true;
         let principal = self.events.caller().map(|caller| host::Principal {
             subject: caller.subject,
             client: caller.client,

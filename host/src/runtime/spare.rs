@@ -37,6 +37,7 @@
 //! `max_instances`, so a spare never takes a slot a call could have had.
 
 use std::cell::RefCell;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak, mpsc};
 use std::task::{Context, Poll, Waker};
@@ -51,6 +52,7 @@ use super::engine::RuntimeInner;
 use super::fs::GrantDirs;
 use super::limits::thread_cpu;
 use super::sandbox::{CallState, Sandbox};
+use super::stderr::CallStderr;
 use crate::policy::{Grants, Mount};
 
 /// The longest an idle worker spends building one spare, since its connections wait for
@@ -150,13 +152,19 @@ pub(crate) struct Spare {
 impl Spare {
     /// The store and instance for a call with this state, which replaces the placeholder
     /// before any guest code runs for the call, and what building them cost.
-    pub fn start(self, state: CallState) -> (Store<CallState>, Instance, Duration) {
+    pub fn start(self, mut state: CallState) -> (Store<CallState>, Instance, Duration) {
         let Spare { mut store, instance, cost, .. } = self;
         let placeholder = store.data_mut();
-        let peak = placeholder.limiter.peak;
+        state.limiter.peak = placeholder.limiter.peak;
+        state.adopt_resources(placeholder);
         *placeholder = state;
-        placeholder.limiter.peak = peak;
         (store, instance, cost)
+    }
+
+    /// Where the standard streams it opened while it was built write: the call's stderr must
+    /// be the same buffer.
+    pub fn stderr(&self) -> CallStderr {
+        self.store.data().stderr.clone()
     }
 }
 
@@ -252,9 +260,20 @@ impl Blueprint {
         Blueprint::new(self.runtime.clone(), self.pre.clone(), self.plugin.clone(), self.tenant.clone(), grants, dirs)
     }
 
-    /// A call's store data: its directories (the grants narrowed to `mounts`) and where its
-    /// events go. Fails only if a granted directory cannot be opened.
-    pub fn state(&self, mounts: Vec<Mount>, events: Events) -> Result<CallState, String> {
+    /// A call's store data: its directories (the grants narrowed to `mounts`), where its
+    /// events go, and its stderr (a prebuilt instance's, or a new one). Fails only if a
+    /// granted directory cannot be opened.
+    pub fn state(&self, mounts: Vec<Mount>, events: Events, stderr: Option<CallStderr>) -> Result<CallState, String> {
+        self.state_with(mounts, events, stderr, None)
+    }
+
+    fn state_with(
+        &self,
+        mounts: Vec<Mount>,
+        events: Events,
+        stderr: Option<CallStderr>,
+        placeholder_dir: Option<BorrowedFd<'_>>,
+    ) -> Result<CallState, String> {
         let config = &self.runtime.config;
         CallState::new(Sandbox {
             plugin: self.plugin.clone(),
@@ -264,7 +283,9 @@ impl Blueprint {
             mounts,
             events,
             event_limit: config.event_limit,
+            stderr,
             stderr_limit: config.stderr_limit,
+            placeholder_dir,
             table_elements: config.table_elements,
             clock: &self.runtime.clock,
         })
@@ -303,8 +324,8 @@ impl Blueprint {
             })
             .ok()
             .flatten();
-        let spare = local.or_else(|| self.take_ahead())?;
-        if !spare.store.data().untouched() {
+        let mut spare = local.or_else(|| self.take_ahead())?;
+        if !spare.store.data_mut().untouched() {
             tracing::debug!(plugin = %self.plugin, "its instantiation touched the sandbox: its calls are not prebuilt");
             self.refused.store(true, Ordering::Relaxed);
             return None;
@@ -362,7 +383,19 @@ impl Blueprint {
             return None;
         }
         let counted = Counted(runtime.clone());
-        let state = self.state(Vec::new(), Arc::new(NoEvents)).ok()?;
+        // A placeholder has no mounts. When a call's may differ (the plugin has granted
+        // directories), it has an empty directory instead, so that a start function that
+        // asks for its directories, and may keep the answer, leaves a trace and its
+        // instance is not used.
+        let placeholder_dir = if self.grants.dirs.is_empty() {
+            None
+        } else if let Some(dir) = &runtime.placeholder_dir {
+            Some(dir.as_fd())
+        } else {
+            self.refused.store(true, Ordering::Relaxed);
+            return None;
+        };
+        let state = self.state_with(Vec::new(), Arc::new(NoEvents), None, placeholder_dir).ok()?;
         let mut store = self.store(state);
         // The clock ticks for every call computing on the engine, so a tick during a build
         // says nothing about it; only how long it has gone on does.
