@@ -70,11 +70,7 @@ fn describe(error: &jsonschema::ValidationError) -> String {
     }
     // Property names in the path or in the message are the client's too.
     if text.len() > VIOLATION_BYTES {
-        let mut end = VIOLATION_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(VIOLATION_BYTES));
         text.push('…');
     }
     text
