@@ -1,9 +1,9 @@
 //! The shared engine: configuration, the epoch clock, the linker, and compilation.
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -105,11 +105,28 @@ pub(crate) struct RuntimeInner {
     /// Builds spares for calls that run long or build slowly.
     pub prebuilder: Prebuilder,
     /// The empty directory spares of plugins with granted directories are built with
-    /// (`fs::vanished_dir`); without it they are not prebuilt.
-    pub placeholder_dir: Option<OwnedFd>,
+    /// (`fs::vanished_dir`), made when the first is; without it they are not prebuilt.
+    placeholder_dir: OnceLock<Option<OwnedFd>>,
     /// Components in use, by SHA-256: a component served by several tenants (or reloaded
     /// while its old version still runs) is compiled, or read from the cache, once.
     pub components: Mutex<HashMap<String, Weak<Component>>>,
+}
+
+impl RuntimeInner {
+    /// The empty directory of placeholders (see the field), made on first need so that a
+    /// server without granted directories never touches the temporary directory.
+    pub fn placeholder_dir(&self) -> Option<BorrowedFd<'_>> {
+        let made = self.placeholder_dir.get_or_init(|| {
+            vanished_dir()
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot make an empty directory; plugins with granted directories are not prebuilt: {e}"
+                    );
+                })
+                .ok()
+        });
+        made.as_ref().map(AsFd::as_fd)
+    }
 }
 
 /// Compiles components and hands out [`Plugin`]s that run calls in fresh sandboxes.
@@ -165,15 +182,6 @@ impl PluginRuntime {
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
         let pool = InstancePool::new(instances);
-        let placeholder_dir = match vanished_dir() {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                tracing::warn!(
-                    "cannot make an empty directory; plugins with granted directories are not prebuilt: {e}"
-                );
-                None
-            }
-        };
         Ok(PluginRuntime {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -183,7 +191,7 @@ impl PluginRuntime {
                 pool,
                 spares: AtomicU32::new(0),
                 prebuilder: Prebuilder::default(),
-                placeholder_dir,
+                placeholder_dir: OnceLock::new(),
                 components: Mutex::default(),
             }),
         })

@@ -37,7 +37,7 @@
 //! `max_instances`, so a spare never takes a slot a call could have had.
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak, mpsc};
 use std::task::{Context, Poll, Waker};
@@ -389,8 +389,8 @@ impl Blueprint {
         // instance is not used.
         let placeholder_dir = if self.grants.dirs.is_empty() {
             None
-        } else if let Some(dir) = &runtime.placeholder_dir {
-            Some(dir.as_fd())
+        } else if let Some(dir) = runtime.placeholder_dir() {
+            Some(dir)
         } else {
             self.refused.store(true, Ordering::Relaxed);
             return None;
