@@ -2,7 +2,7 @@
 //! the calls into it. Every call gets a fresh store and instance, dropped when it returns.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -67,6 +67,41 @@ impl ToolsExport {
 /// CPU time after which a call runs on a thread of its own (see `offload`).
 const OFFLOAD_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
 
+/// Calls in a row that computed past `OFFLOAD_AFTER` after which a plugin's calls start on a
+/// thread of their own. One is not enough: a short call is now and then charged that much (a
+/// spare whose build was preempted, an inline instantiation that met a burst of page faults
+/// or of the network's soft interrupts), and starting the next on a fresh thread, at a lower
+/// priority, turned one slow call into several (BENCHMARKS "Offload cascades").
+const LONG_STREAK: u8 = 2;
+
+/// How many of a plugin's last calls in a row computed past `OFFLOAD_AFTER`, up to
+/// `LONG_STREAK`.
+#[derive(Default)]
+struct LongStreak(AtomicU8);
+
+impl LongStreak {
+    /// Whether the plugin's calls are expected to run long: its last `LONG_STREAK` did.
+    fn runs_long(&self) -> bool {
+        self.0.load(Ordering::Relaxed) >= LONG_STREAK
+    }
+
+    /// Count a caller's call that ended, long or not. Written only when it changes: every
+    /// worker's calls to the plugin read it.
+    fn count(&self, went_long: bool) {
+        let streak = self.0.load(Ordering::Relaxed);
+        let next = if went_long { (streak + 1).min(LONG_STREAK) } else { 0 };
+        if next != streak {
+            self.0.store(next, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Clone for LongStreak {
+    fn clone(&self) -> Self {
+        LongStreak(AtomicU8::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
 /// What a plugin provides, read once when it loads.
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
@@ -99,9 +134,10 @@ pub struct Plugin {
     prompts: Option<prompts::GuestIndices>,
     completion: Option<completion::GuestIndices>,
     manifest: Manifest,
-    /// Whether its last call computed past `OFFLOAD_AFTER`: then the next starts on a thread
-    /// of its own rather than holding a request worker for its first half millisecond.
-    went_long: AtomicBool,
+    /// Whether its calls are expected to compute past `OFFLOAD_AFTER`: then the next starts
+    /// on a thread of its own rather than holding a request worker for its first half
+    /// millisecond.
+    long_streak: LongStreak,
     /// Its sandbox series, found at its first call.
     meters: OnceLock<PluginMeters>,
 }
@@ -186,7 +222,7 @@ impl Plugin {
             completion: optional(name, &pre, bindings::COMPLETION, completion::GuestIndices::new)?,
             sandbox: Arc::new(Blueprint::new(runtime, pre, name.into(), account.tenant().clone(), grants, dirs)),
             manifest: Manifest::default(),
-            went_long: AtomicBool::new(false),
+            long_streak: LongStreak::default(),
             meters: OnceLock::new(),
         };
         if plugin.tools.is_none()
@@ -271,7 +307,7 @@ impl Plugin {
             prompts: self.prompts.clone(),
             completion: self.completion.clone(),
             manifest: self.manifest.clone(),
-            went_long: AtomicBool::new(self.went_long.load(Ordering::Relaxed)),
+            long_streak: self.long_streak.clone(),
             meters: OnceLock::new(),
         }
     }
@@ -459,7 +495,7 @@ impl Plugin {
         let config = &sandbox.runtime.config;
         // A caller's call takes an instance built ahead, if there is one (`spare`).
         let prebuilt = match charge {
-            Charge::Caller => sandbox.take_spare(),
+            Charge::Caller => sandbox.take_spare(self.long_streak.runs_long()),
             Charge::Load => None,
         };
         let stderr = prebuilt.as_ref().map(Spare::stderr);
@@ -475,9 +511,9 @@ impl Plugin {
         };
         let cpu = limits.cpu;
         let long = Long::default();
-        // A plugin whose last call was long most likely makes another: a call that starts on
-        // a worker holds it (and the requests queued behind) until it is found long.
-        if charge == Charge::Caller && self.went_long.load(Ordering::Relaxed) {
+        // A plugin whose last calls were long most likely makes another: a call that starts
+        // on a worker holds it (and the requests queued behind) until it is found long.
+        if charge == Charge::Caller && self.long_streak.runs_long() {
             long.mark();
         }
         store.set_epoch_deadline(1);
@@ -539,10 +575,12 @@ impl Plugin {
             call(&mut store, &instance, std::marker::PhantomData).await
         });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
-        // Written only when it changes: every worker's calls to this plugin read it.
-        let went_long = meter.used() >= OFFLOAD_AFTER;
-        if charge == Charge::Caller && self.went_long.load(Ordering::Relaxed) != went_long {
-            self.went_long.store(went_long, Ordering::Relaxed);
+        // A spare's build is charged to the call (above) but says nothing of how long this
+        // plugin's calls compute: it ran before the call, and an idle worker's is charged
+        // its wall time, which a preemption stretches.
+        let went_long = meter.used().saturating_sub(built.unwrap_or_default()) >= OFFLOAD_AFTER;
+        if charge == Charge::Caller {
+            self.long_streak.count(went_long);
         }
         if let Some(instantiated) = instantiated {
             let guest = started.elapsed().saturating_sub(instantiated);
@@ -612,5 +650,29 @@ impl Plugin {
             None => CallError::Host(format!("{error:#}")),
         };
         (failure, error.downcast_ref::<wasmtime::WasmBacktrace>().map(ToString::to_string))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One long call among short ones does not move the next off the workers (it was most
+    /// likely a preempted build or a burst of page faults); two in a row do, and a short one
+    /// ends that.
+    #[test]
+    fn calls_start_off_the_workers_after_two_long_ones_in_a_row() {
+        let streak = LongStreak::default();
+        streak.count(true);
+        assert!(!streak.runs_long(), "one long call is not a plugin that runs long");
+        streak.count(false);
+        streak.count(true);
+        assert!(!streak.runs_long(), "a short call between resets the count");
+        streak.count(true);
+        assert!(streak.runs_long());
+        streak.count(true);
+        assert!(streak.clone().runs_long(), "the plugin with its lists read again keeps what was learnt");
+        streak.count(false);
+        assert!(!streak.runs_long());
     }
 }

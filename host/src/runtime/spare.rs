@@ -314,8 +314,9 @@ impl Blueprint {
     }
 
     /// A spare of this version for a call: this thread's, or the one built ahead. A spare of
-    /// it that cannot be used is dropped, and this version is not prebuilt again.
-    pub fn take_spare(self: &Arc<Self>) -> Option<Spare> {
+    /// it that cannot be used is dropped, and this version is not prebuilt again. `long`:
+    /// the call is expected to run long, so the next spare built ahead is queued at once.
+    pub fn take_spare(self: &Arc<Self>, long: bool) -> Option<Spare> {
         let local = SPARE
             .try_with(|slot| {
                 let mut slot = slot.borrow_mut();
@@ -324,7 +325,7 @@ impl Blueprint {
             })
             .ok()
             .flatten();
-        let mut spare = local.or_else(|| self.take_ahead())?;
+        let mut spare = local.or_else(|| self.take_ahead(long))?;
         if !spare.store.data_mut().untouched() {
             tracing::debug!(plugin = %self.plugin, "its instantiation touched the sandbox: its calls are not prebuilt");
             self.refused.store(true, Ordering::Relaxed);
@@ -333,9 +334,12 @@ impl Blueprint {
         Some(spare)
     }
 
-    /// The spare built ahead, if one is ready; the next is queued at once, to be built while
-    /// this one serves its call.
-    fn take_ahead(self: &Arc<Self>) -> Option<Spare> {
+    /// The spare built ahead, if one is ready. For a call expected to run long the next is
+    /// queued at once, to be built while this one serves its call. Otherwise the call's end
+    /// decides (`served`): a short call's version built ahead once (after a call that ran
+    /// long, or preempted builds) goes back to its workers' idle builds, rather than keep
+    /// the prebuild thread waking for every call.
+    fn take_ahead(self: &Arc<Self>, long: bool) -> Option<Spare> {
         if !self.ahead_ready.load(Ordering::Acquire) {
             return None;
         }
@@ -344,7 +348,9 @@ impl Blueprint {
             self.ahead_ready.store(false, Ordering::Relaxed);
             ahead.take()
         };
-        self.build_ahead();
+        if long {
+            self.build_ahead();
+        }
         spare
     }
 
