@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use crate::support::{Server, plugins, run_script, scratch_dir, shared_tool};
+use crate::support::{Scratch, Server, plugins, run_script, shared_tool};
 
 /// The suite runs install into shared caches and load both cores: one at a time.
 static SUITE: Mutex<()> = Mutex::new(());
@@ -11,7 +11,8 @@ fn run(env: &[(&str, &str)], args: &[&str]) -> String {
     let _one_at_a_time = SUITE.lock().unwrap_or_else(|e| e.into_inner());
     // The conformance plugin's list-change triggers toggle markers in a granted directory,
     // so its lists really change (the host tells clients only of real changes).
-    let state = scratch_dir("conformance-state");
+    let scratch = Scratch::new("conformance-state");
+    let state: &std::path::Path = &scratch;
     let policy = state.join("capsule.toml");
     std::fs::write(
         &policy,

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::clients::PYTHON;
-use crate::support::{Client, Server, StdioServer, plugins, root, run_script, scratch_dir};
+use crate::support::{Client, Scratch, Server, StdioServer, plugins, root, run_script, scratch_dir};
 
 /// A scratch folder holding the example as the only plugin, a granted directory with a file
 /// in it, a file outside it, and the policy granting the directory (read-only).
 struct Layout {
-    dir: PathBuf,
+    dir: Scratch,
     policy: String,
     inside: String,
     outside: String,
@@ -22,7 +22,7 @@ struct Layout {
 fn layout(lang: &str) -> Layout {
     let built = plugins().join("lang").join(format!("{lang}.wasm"));
     assert!(built.is_file(), "{} is missing: run plugins/build-examples.sh (tests/run.sh does)", built.display());
-    let dir = scratch_dir(&format!("lang-{lang}")).canonicalize().unwrap();
+    let dir = Scratch::new(&format!("lang-{lang}"));
     for sub in ["plugins", "granted", "elsewhere"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -166,7 +166,8 @@ fn js_example_over_stdio() {
 fn the_wit_package_encodes_for_publication() {
     let wasm_tools = root().join("target/tools/bin/wasm-tools");
     assert!(wasm_tools.is_file(), "{} is missing: plugins/build-examples.sh installs it", wasm_tools.display());
-    let encoded = scratch_dir("wit-package").join("capsule-plugin.wasm");
+    let scratch = Scratch::new("wit-package");
+    let encoded = scratch.join("capsule-plugin.wasm");
     let run = |args: &[&std::ffi::OsStr]| {
         let out = std::process::Command::new(&wasm_tools).args(args).output().unwrap();
         assert!(out.status.success(), "wasm-tools {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -238,9 +239,9 @@ fn a_sidecar_file_declares_needs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `capsule plugin new NAME --lang LANG` in a scratch folder; the project's folder.
-fn scaffold(lang: &str) -> PathBuf {
-    let parent = scratch_dir(&format!("new-{lang}")).canonicalize().unwrap();
+/// `capsule plugin new NAME --lang LANG` in a scratch folder; that folder and the project's.
+fn scaffold(lang: &str) -> (Scratch, PathBuf) {
+    let parent = Scratch::new(&format!("new-{lang}"));
     let dir = parent.join(format!("demo-{lang}"));
     let made = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
         .args(["plugin", "new", &format!("demo-{lang}"), "--lang", lang, "--dir"])
@@ -256,7 +257,7 @@ fn scaffold(lang: &str) -> PathBuf {
         .output()
         .unwrap();
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("is not empty"));
-    dir
+    (parent, dir)
 }
 
 /// Run a build command in `dir`, without the settings this test's own build ran with.
@@ -295,7 +296,7 @@ fn passes_check(component: &std::path::Path) {
 
 #[test]
 fn plugin_new_rust_builds_and_passes_check() {
-    let dir = scaffold("rust");
+    let (_scratch, dir) = scaffold("rust");
     // A target folder of its own (host/build.rs takes every component in the plugins' one),
     // kept between runs so the SDK's dependencies are compiled once.
     let target = root().join("target/scaffold");
@@ -305,7 +306,7 @@ fn plugin_new_rust_builds_and_passes_check() {
 
 #[test]
 fn plugin_new_python_builds_and_passes_check() {
-    let dir = scaffold("python");
+    let (_scratch, dir) = scaffold("python");
     let capsule_py = root().join("target/sdk-venv/python/bin/capsule-py");
     assert!(capsule_py.is_file(), "run plugins/build-examples.sh first (tests/run.sh does)");
     run_in(&dir, capsule_py.to_str().unwrap(), &["build", "app.py", "-o", "demo-python.wasm"], &[]);
@@ -315,7 +316,7 @@ fn plugin_new_python_builds_and_passes_check() {
 #[test]
 fn plugin_new_js_and_ts_build_and_pass_check() {
     for lang in ["js", "ts"] {
-        let dir = scaffold(lang);
+        let (_scratch, dir) = scaffold(lang);
         run_in(&dir, "npm", &["install", "--no-audit", "--no-fund", "--loglevel=error"], &[]);
         run_in(&dir, "npm", &["run", "build"], &[]);
         passes_check(&dir.join(format!("demo-{lang}.wasm")));
@@ -324,7 +325,7 @@ fn plugin_new_js_and_ts_build_and_pass_check() {
 
 #[test]
 fn plugin_new_c_builds_and_passes_check() {
-    let dir = scaffold("c");
+    let (_scratch, dir) = scaffold("c");
     let capsule_c = root().join("sdk/c/capsule-c");
     run_in(&dir, capsule_c.to_str().unwrap(), &["build", "plugin.c", "-o", "demo-c.wasm"], &[]);
     passes_check(&dir.join("demo-c.wasm"));
@@ -335,11 +336,11 @@ fn plugin_new_go_and_zig_build_and_pass_check() {
     let venv = root().join("target/lang-venv/bin");
     assert!(venv.join("go").is_file(), "run plugins/build-examples.sh first (tests/run.sh does)");
     let path = format!("{}:{}", venv.display(), std::env::var("PATH").unwrap_or_default());
-    let dir = scaffold("go");
+    let (_scratch, dir) = scaffold("go");
     let capsule_go = root().join("sdk/go/capsule-go");
     run_in(&dir, capsule_go.to_str().unwrap(), &["build", ".", "-o", "demo-go.wasm"], &[("PATH", path.as_ref())]);
     passes_check(&dir.join("demo-go.wasm"));
-    let dir = scaffold("zig");
+    let (_scratch, dir) = scaffold("zig");
     let capsule_zig = root().join("sdk/zig/capsule-zig");
     let zig = format!("{} -m ziglang", venv.join("python").display());
     let args = ["build", "plugin.zig", "-o", "demo-zig.wasm"];
@@ -351,7 +352,7 @@ fn plugin_new_go_and_zig_build_and_pass_check() {
 /// as C beside it, and a call answered with the structured output the template promises.
 #[test]
 fn plugin_new_cpp_builds_passes_check_and_answers() {
-    let dir = scaffold("cpp");
+    let (_scratch, dir) = scaffold("cpp");
     let capsule_c = root().join("sdk/c/capsule-c");
     run_in(&dir, capsule_c.to_str().unwrap(), &["build", "plugin.cpp", "-o", "demo-cpp.wasm"], &[]);
     passes_check(&dir.join("demo-cpp.wasm"));
