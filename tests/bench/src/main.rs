@@ -293,10 +293,41 @@ fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let reset = if capsule::runtime::PluginRuntime::fast_memory_reset() { "available" } else { "unavailable" };
     let workers = capsule::cli::default_workers();
+    let wake =
+        wake_round_trip().map_or_else(|e| format!("unmeasured ({e})"), |t| format!("{:.1} µs", t.as_secs_f64() * 1e6));
     format!(
-        "{cores} cores ({cpu}), {memory} GiB RAM, Linux {}, PAGEMAP_SCAN memory reset {reset}, capsule serves with {workers} worker(s)",
+        "{cores} cores ({cpu}), {memory} GiB RAM, Linux {}, PAGEMAP_SCAN memory reset {reset}, capsule serves with {workers} worker(s), thread wake-up round trip {wake}",
         kernel.trim()
     )
+}
+
+/// The mean time for one thread to wake another through a pipe and be woken back, each
+/// sleeping in between: what every request pays at least twice (the server woken by the
+/// client's write, the client by the answer). A guest whose idle vCPUs are halted can take
+/// tens of microseconds here against a few elsewhere, and it shows in every row's latency,
+/// the floor's included (BENCHMARKS.md, "A slow guest").
+fn wake_round_trip() -> std::io::Result<Duration> {
+    use std::io::{Read, Write};
+    const ROUNDS: u32 = 2000;
+    let (mut ping_rx, mut ping_tx) = std::io::pipe()?;
+    let (mut pong_rx, mut pong_tx) = std::io::pipe()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut byte = [0u8];
+        for _ in 0..ROUNDS {
+            ping_rx.read_exact(&mut byte)?;
+            pong_tx.write_all(&byte)?;
+        }
+        Ok(())
+    });
+    let mut byte = [0u8];
+    let started = Instant::now();
+    for _ in 0..ROUNDS {
+        ping_tx.write_all(&byte)?;
+        pong_rx.read_exact(&mut byte)?;
+    }
+    let took = started.elapsed();
+    echo.join().map_err(|_| std::io::Error::other("the echo thread panicked"))??;
+    Ok(took / ROUNDS)
 }
 
 async fn bench(args: Args) -> anyhow::Result<bool> {
