@@ -67,6 +67,14 @@ impl ToolsExport {
 /// CPU time after which a call runs on a thread of its own (see `offload`).
 const OFFLOAD_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
 
+/// Whether a call that has used `used` of CPU, `built` of it on a spare's build, has
+/// computed past `OFFLOAD_AFTER`. A spare's build is charged to the call but says nothing of
+/// how long the call computes: it ran before the call, and an idle worker's is charged its
+/// wall time, which a preemption stretches to near `OFFLOAD_AFTER` by itself.
+fn computed_long(used: std::time::Duration, built: std::time::Duration) -> bool {
+    used.saturating_sub(built) >= OFFLOAD_AFTER
+}
+
 /// Calls in a row that computed past `OFFLOAD_AFTER` after which a plugin's calls start on a
 /// thread of their own. One is not enough: a short call is now and then charged that much (a
 /// spare whose build was preempted, an inline instantiation that met a burst of page faults
@@ -519,15 +527,15 @@ impl Plugin {
         store.set_epoch_deadline(1);
         // On every tick: stop the plugin once it has used its whole CPU budget (host calls
         // included), its tenant has used its quota for the window, or the request was
-        // cancelled; past `OFFLOAD_AFTER` of CPU, move it off the request workers; and yield, so
+        // cancelled; past `OFFLOAD_AFTER` of its own CPU, move it off the request workers; and yield, so
         // that a computing plugin never starves the tasks beside it.
-        let (charged, marked) = (meter.clone(), long.clone());
+        let (charged, marked, built_cost) = (meter.clone(), long.clone(), built.unwrap_or_default());
         store.epoch_deadline_callback(move |store| {
             let used = charged.used();
             if used >= cpu || charged.over_quota() || store.data().is_cancelled() {
                 return Ok(UpdateDeadline::Interrupt);
             }
-            if used >= OFFLOAD_AFTER {
+            if computed_long(used, built_cost) {
                 marked.mark();
             }
             Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
@@ -575,10 +583,7 @@ impl Plugin {
             call(&mut store, &instance, std::marker::PhantomData).await
         });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
-        // A spare's build is charged to the call (above) but says nothing of how long this
-        // plugin's calls compute: it ran before the call, and an idle worker's is charged
-        // its wall time, which a preemption stretches.
-        let went_long = meter.used().saturating_sub(built.unwrap_or_default()) >= OFFLOAD_AFTER;
+        let went_long = computed_long(meter.used(), built.unwrap_or_default());
         if charge == Charge::Caller {
             self.long_streak.count(went_long);
         }
@@ -674,5 +679,18 @@ mod tests {
         assert!(streak.clone().runs_long(), "the plugin with its lists read again keeps what was learnt");
         streak.count(false);
         assert!(!streak.runs_long());
+    }
+
+    /// A spare's build charged to a call does not send it off the workers: on a busy machine
+    /// a preempted build was charged up to 0.5 ms of wall time, and a trivial call taking
+    /// such a spare was moved to a fresh thread at the next tick.
+    #[test]
+    fn a_spare_s_build_does_not_make_a_call_long() {
+        let us = std::time::Duration::from_micros;
+        assert!(!computed_long(us(480), us(450)), "30 µs of its own");
+        assert!(!computed_long(us(499), us(0)));
+        assert!(computed_long(us(500), us(0)));
+        assert!(computed_long(us(950), us(450)), "500 µs of its own");
+        assert!(!computed_long(us(10), us(20)), "never below zero");
     }
 }
