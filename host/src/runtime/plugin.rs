@@ -527,9 +527,10 @@ impl Plugin {
         store.set_epoch_deadline(1);
         // On every tick: stop the plugin once it has used its whole CPU budget (host calls
         // included), its tenant has used its quota for the window, or the request was
-        // cancelled; past `OFFLOAD_AFTER` of its own CPU, move it off the request workers; and yield, so
-        // that a computing plugin never starves the tasks beside it.
-        let (charged, marked, built_cost) = (meter.clone(), long.clone(), built.unwrap_or_default());
+        // cancelled; past `OFFLOAD_AFTER` of its own CPU, move it off the request workers;
+        // and yield, so that a computing plugin never starves the tasks beside it.
+        let built_cost = built.unwrap_or_default();
+        let (charged, marked) = (meter.clone(), long.clone());
         store.epoch_deadline_callback(move |store| {
             let used = charged.used();
             if used >= cpu || charged.over_quota() || store.data().is_cancelled() {
@@ -583,7 +584,7 @@ impl Plugin {
             call(&mut store, &instance, std::marker::PhantomData).await
         });
         let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
-        let went_long = computed_long(meter.used(), built.unwrap_or_default());
+        let went_long = computed_long(meter.used(), built_cost);
         if charge == Charge::Caller {
             self.long_streak.count(went_long);
         }
@@ -592,7 +593,7 @@ impl Plugin {
             let peak = store.data().limiter.peak;
             let meters = self.meters.get_or_init(|| config.metrics.plugin(self.account.tenant(), self.name()));
             // A prebuilt instance's build is counted as this call's, as it is charged.
-            meters.sandbox(built.unwrap_or_default() + instantiated, guest, peak, built.is_some());
+            meters.sandbox(built_cost + instantiated, guest, peak, built.is_some());
         }
         let result = match outcome {
             Ok(Ok(value)) => Ok(value),
