@@ -24,6 +24,17 @@ pub enum Mode {
     Legacy,
     /// Stateless 2026-07-28 requests with `_meta` and the standard headers.
     Stateless,
+    /// Stateless requests whose arguments the tool's input schema refuses (`a` a string):
+    /// the server's whole path but the plugin, answered with a tool error. Set against
+    /// [`Mode::Stateless`] on the same server, it splits a call's cost into wire and sandbox.
+    Refused,
+}
+
+impl Mode {
+    /// Whether its requests are 2026-07-28 ones, with no session.
+    fn stateless(self) -> bool {
+        matches!(self, Mode::Stateless | Mode::Refused)
+    }
 }
 
 /// One measurement.
@@ -79,8 +90,12 @@ const PROTOCOL: &str = "2025-11-25";
 const MODERN: &str = "2026-07-28";
 
 fn call_body(id: u64, mode: Mode) -> String {
-    let mut params = json!({"name": "add", "arguments": {"a": 1, "b": 2}});
-    if mode == Mode::Stateless {
+    let arguments = match mode {
+        Mode::Refused => json!({"a": "one", "b": 2}),
+        Mode::Legacy | Mode::Stateless => json!({"a": 1, "b": 2}),
+    };
+    let mut params = json!({"name": "add", "arguments": arguments});
+    if mode.stateless() {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -90,10 +105,15 @@ fn call_body(id: u64, mode: Mode) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
 }
 
-/// The answer to `add(1, 2)`, however the server framed it.
-fn is_correct(body: &[u8]) -> bool {
+/// The answer a call in `mode` should get, however the server framed it: `3`, or for
+/// refused arguments a tool error.
+fn is_correct(body: &[u8], mode: Mode) -> bool {
     let text = String::from_utf8_lossy(body);
-    text.contains(r#""text":"3""#) && text.contains(r#""result""#)
+    let answer = match mode {
+        Mode::Refused => r#""isError":true"#,
+        Mode::Legacy | Mode::Stateless => r#""text":"3""#,
+    };
+    text.contains(answer) && text.contains(r#""result""#)
 }
 
 struct Connection {
@@ -151,9 +171,11 @@ impl Connection {
     async fn call(&mut self, id: u64, mode: Mode) -> bool {
         let headers: &[(&str, &str)] = match mode {
             Mode::Legacy => &[],
-            Mode::Stateless => &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "add")],
+            Mode::Stateless | Mode::Refused => {
+                &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "add")]
+            }
         };
-        matches!(self.post(call_body(id, mode), headers).await, Ok((200, _, body)) if is_correct(&body))
+        matches!(self.post(call_body(id, mode), headers).await, Ok((200, _, body)) if is_correct(&body, mode))
     }
 }
 
@@ -294,7 +316,7 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
             break line;
         }
     };
-    anyhow::ensure!(is_correct(warm.as_bytes()), "stdio warm-up call failed: {warm}");
+    anyhow::ensure!(is_correct(warm.as_bytes(), mode), "stdio warm-up call failed: {warm}");
     let permits = Arc::new(Semaphore::new(in_flight));
     let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
     let cpu_before = pid.and_then(cpu_seconds);
@@ -328,7 +350,7 @@ pub async fn stdio(command: &[String], mode: Mode, in_flight: usize, duration: D
         let Some(began) = sent.lock().unwrap().remove(&id) else { continue };
         sample.calls += 1;
         sample.latencies.push(began.elapsed().as_micros().min(u32::MAX as u128) as u32);
-        if !is_correct(line.as_bytes()) {
+        if !is_correct(line.as_bytes(), mode) {
             sample.errors += 1;
         }
         permits.add_permits(1);

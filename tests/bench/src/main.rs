@@ -2,7 +2,7 @@
 //!
 //! Every figure is min/median/max over repetitions, and every comparison is a ratio against
 //! baselines measured in the same run on the same machine. A run in which any call failed is
-//! reported as failed. `--quick` finishes in under two minutes on two cores.
+//! reported as failed. `--quick` finishes in a few minutes on two cores.
 
 mod auth;
 mod battery;
@@ -28,7 +28,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 #[derive(Parser)]
 #[command(about = "Benchmark Capsule against a native rmcp server and a bare axum floor")]
 struct Args {
-    /// Short runs (well under two minutes on two cores) for a quick signal.
+    /// Short runs (a few minutes on two cores) for a quick signal.
     #[arg(long)]
     quick: bool,
     /// Repetitions of every measurement (at least 3).
@@ -89,6 +89,9 @@ enum Serve {
         seconds: f64,
         #[arg(long)]
         stateless: bool,
+        /// Stateless calls whose arguments the schema refuses: no plugin runs.
+        #[arg(long, conflicts_with = "stateless")]
+        refused: bool,
     },
 }
 
@@ -105,8 +108,12 @@ fn main() -> ExitCode {
         Some(Serve::Native { listen: None }) => run(async { servers::native_stdio().await.map(|()| true) }),
         Some(Serve::Sink) => run(async { telemetry::sink().await.map(|()| true) }),
         Some(Serve::Floor { listen }) => run(async move { servers::floor_http(listen).await.map(|()| true) }),
-        Some(Serve::Load { addr, clients, seconds, stateless }) => run(async move {
-            let mode = if stateless { Mode::Stateless } else { Mode::Legacy };
+        Some(Serve::Load { addr, clients, seconds, stateless, refused }) => run(async move {
+            let mode = match (stateless, refused) {
+                (_, true) => Mode::Refused,
+                (true, false) => Mode::Stateless,
+                (false, false) => Mode::Legacy,
+            };
             let sample = load::http(addr, mode, clients, Duration::from_secs_f64(seconds)).await?;
             println!(
                 "{:.0} calls/s, p50 {:.0} µs, p99 {:.0} µs, {} errors (p90 {:.0}, p95 {:.0}, p98 {:.0}, p99.9 {:.0} µs, max {:.0} µs, {} stalls)",
@@ -352,8 +359,9 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         "native rmcp, legacy session (SSE)",
         "native rmcp, stateless 2026-07-28",
         "floor (bare axum JSON-RPC)",
+        "capsule, stateless, arguments refused (no plugin runs)",
     ];
-    let modes = [Mode::Legacy, Mode::Stateless, Mode::Legacy, Mode::Stateless, Mode::Stateless];
+    let modes = [Mode::Legacy, Mode::Stateless, Mode::Legacy, Mode::Stateless, Mode::Stateless, Mode::Refused];
     let mut http_rows: Vec<(usize, Vec<Row>)> = Vec::new();
     for clients in [1, 8, 64] {
         let mut rows: Vec<Row> =
@@ -362,7 +370,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             let capsule = Server::start(CAPSULE_HTTP).await?;
             let native = Server::start(&["native", "--listen", "127.0.0.1:0"]).await?;
             let floor = Server::start(&["floor", "--listen", "127.0.0.1:0"]).await?;
-            let servers = [&capsule, &capsule, &native, &native, &floor];
+            let servers = [&capsule, &capsule, &native, &native, &floor, &capsule];
             let targets: Vec<_> =
                 servers.iter().zip(modes).map(|(server, mode)| (server.addr, server.pid(), mode)).collect();
             for &(addr, _, mode) in &targets {
@@ -535,6 +543,16 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     };
     for (clients, rows) in &http_rows {
         println!("c={clients:<3} legacy {}, stateless {}", cpu(&rows[0], &rows[2]), cpu(&rows[1], &rows[3]));
+    }
+    // The same server's calls with and without a plugin run: what the wire costs against
+    // native's whole call, and what the sandbox adds.
+    for (clients, rows) in &http_rows {
+        let (wire, call) = (rows[5].cpu_per_call(), rows[1].cpu_per_call());
+        let sandbox = wire.zip(call).map_or_else(|| "-".to_owned(), |(wire, call)| format!("{:.1}", call - wire));
+        println!(
+            "c={clients:<3} stateless, capsule's wire alone/native {}; the sandbox adds {sandbox} µs a call",
+            cpu(&rows[5], &rows[3])
+        );
     }
     for (in_flight, rows) in &stdio_rows {
         println!(
