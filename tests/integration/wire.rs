@@ -565,6 +565,16 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         let refused = RawEvents::get(&client, Some(&never.to_string())).await;
         assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
     }
+    let not_text = reqwest::Client::new()
+        .get(&client.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", client.session.as_deref().unwrap())
+        .header("mcp-protocol-version", &client.version)
+        .header("last-event-id", reqwest::header::HeaderValue::from_bytes(b"\xff7").unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_text.status(), 400, "a Last-Event-ID that is not text");
     // An empty one names nothing: a fresh stream.
     let mut fresh = RawEvents::open(&client, Some("")).await;
     assert!(fresh.next(quiet).await.expect("a priming event").retry);

@@ -293,8 +293,13 @@ async fn batch(
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
-    // An empty id is no id (an EventSource that saw none sends none).
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    // An empty id is no id (an EventSource that saw none sends none); one that is not text
+    // is no id this session issued.
+    let resume = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
+        None => None,
+        Some(Ok(id)) => Some(id).filter(|id| !id.is_empty()),
+        Some(Err(_)) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
+    };
     // A POST stream's id resumes that stream, through its answer; the session's own GET
     // stream is left as it is.
     match resume.map(|id| session.posts.find(id)) {
