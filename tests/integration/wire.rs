@@ -444,13 +444,18 @@ struct RawEvents {
 }
 
 impl RawEvents {
-    /// The session's GET, resuming after `last_event` if given.
-    async fn get(client: &Client, last_event: Option<&str>) -> reqwest::Response {
-        let mut request = reqwest::Client::new()
+    /// The session's GET, before it is sent.
+    fn request(client: &Client) -> reqwest::RequestBuilder {
+        reqwest::Client::new()
             .get(&client.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", client.session.as_deref().unwrap())
-            .header("mcp-protocol-version", &client.version);
+            .header("mcp-protocol-version", &client.version)
+    }
+
+    /// The session's GET, resuming after `last_event` if given.
+    async fn get(client: &Client, last_event: Option<&str>) -> reqwest::Response {
+        let mut request = RawEvents::request(client);
         if let Some(id) = last_event {
             request = request.header("last-event-id", id);
         }
@@ -565,11 +570,7 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         let refused = RawEvents::get(&client, Some(&never.to_string())).await;
         assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
     }
-    let not_text = reqwest::Client::new()
-        .get(&client.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", client.session.as_deref().unwrap())
-        .header("mcp-protocol-version", &client.version)
+    let not_text = RawEvents::request(&client)
         .header("last-event-id", reqwest::header::HeaderValue::from_bytes(b"\xff7").unwrap())
         .send()
         .await

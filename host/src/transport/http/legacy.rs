@@ -289,6 +289,9 @@ async fn batch(
     exchange::respond(work, notes, OnDrop::Detach, None).await
 }
 
+/// The refusal of a `Last-Event-ID` that names no event this session issued.
+const NOT_ISSUED: &str = "Bad Request: Last-Event-ID is not an event id of this session";
+
 /// GET: the session's stream of what belongs to no request.
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
     let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
@@ -298,7 +301,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     let resume = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
         None => None,
         Some(Ok(id)) => Some(id).filter(|id| !id.is_empty()),
-        Some(Err(_)) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
+        Some(Err(_)) => return text(400, NOT_ISSUED),
     };
     // A POST stream's id resumes that stream, through its answer; the session's own GET
     // stream is left as it is.
@@ -311,7 +314,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     let after = match resume.map(str::parse::<u64>) {
         None => None,
         Some(Ok(after)) if after <= session.last_issued() => Some(after),
-        Some(_) => return text(400, "Bad Request: Last-Event-ID is not an event id of this session"),
+        Some(_) => return text(400, NOT_ISSUED),
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
     let start = after.unwrap_or_else(|| session.delivered());
