@@ -384,6 +384,53 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
     assert_eq!(foreign.status(), 403);
 }
 
+/// SEP-2243: a tool's `x-mcp-header` arguments travel as `Mcp-Param-*` headers too, and the
+/// server holds them to the body. A mismatch is answered before anything else the call gets
+/// wrong, and only the tool's own annotations are expected.
+#[tokio::test]
+async fn a_tool_calls_mirrored_headers_must_agree_with_its_arguments() {
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let client = Client::new(&server.url);
+    let call = |params: Value| modern_body(3, "tools/call", params);
+    let echo = call(json!({"name": "test_header_param", "arguments": {"region": "eu west"}}));
+    let post = |extra: Vec<(&'static str, &'static str)>, body: String| {
+        let client = client.clone();
+        async move {
+            let mut headers = vec![("mcp-protocol-version", META_2026), ("mcp-method", "tools/call")];
+            headers.extend(extra);
+            client.post_raw(body, &headers).await
+        }
+    };
+    let code = |reply: &crate::support::Reply| (reply.status, reply.messages[0]["error"]["code"].clone());
+    let name = ("mcp-name", "test_header_param");
+    let agreed = post(vec![name, ("mcp-param-region", "=?base64?ZXUgd2VzdA==?=")], echo.clone()).await;
+    assert_eq!(first_text(&agreed.response(3)["result"]), "Region: eu west", "{}", agreed.body);
+    for region in ["eu", "=?base64?ZXUgd2VzdA?=", "=?base64?!!!?="] {
+        let refused = post(vec![name, ("mcp-param-region", region)], echo.clone()).await;
+        assert_eq!(code(&refused), (400, json!(-32020)), "{region}: {}", refused.body);
+    }
+    let missing = post(vec![name], echo.clone()).await;
+    assert_eq!(code(&missing), (400, json!(-32020)), "{}", missing.body);
+    assert!(missing.body.contains("missing Mcp-Param-Region"), "{}", missing.body);
+    let twice = post(vec![name, ("mcp-param-region", "eu west"), ("mcp-param-region", "eu west")], echo).await;
+    assert_eq!(code(&twice), (400, json!(-32020)), "{}", twice.body);
+    // Before the missing _meta, and before params that are not a tool call's.
+    let bare = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "test_header_param", "arguments": {"region": "eu"}}});
+    assert_eq!(code(&post(vec![name], bare.to_string()).await), (400, json!(-32020)));
+    let odd = call(json!({"name": "test_header_param", "arguments": {"region": "eu"}, "inputResponses": 5}));
+    assert_eq!(code(&post(vec![name, ("mcp-param-region", "us")], odd.clone()).await), (400, json!(-32020)));
+    assert_eq!(code(&post(vec![name, ("mcp-param-region", "eu")], odd).await), (200, json!(-32602)));
+    // A tool without annotations expects no such header, and an unknown tool is unknown.
+    let text = call(json!({"name": "test_simple_text", "arguments": {}}));
+    let plain = post(vec![("mcp-name", "test_simple_text"), ("mcp-param-region", "eu")], text).await;
+    assert_eq!(plain.status, 200, "{}", plain.body);
+    let unknown = call(json!({"name": "nope", "arguments": {"region": "eu"}}));
+    let unknown = post(vec![("mcp-name", "nope")], unknown).await;
+    assert_eq!(code(&unknown), (200, json!(-32602)), "{}", unknown.body);
+}
+
 /// A revision the server does not know, earlier or later than the ones it does, is refused
 /// with -32022 naming the supported ones and the request's id, whatever else the request
 /// carries; GET and DELETE, which have no body to answer in, get a plain 400.

@@ -7,6 +7,7 @@
 //! resource may claim a URI an earlier plugin's template serves. Earlier wins: the loader
 //! puts the plugins already serving first, so a newcomer can never take anything over.
 
+mod mirrored;
 mod offerings;
 mod publish;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+pub use mirrored::MirroredParam;
 pub use offerings::{INLINE_VALIDATION_BYTES, Offerings, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
 pub use publish::{Published, Publisher, Relists, changed_lists};
 

@@ -8,6 +8,7 @@ use capsule_uri_template::UriTemplate;
 use serde_json::{Map, Value};
 
 use super::CatalogError;
+use super::mirrored::{MirroredParam, mirrored_params};
 use crate::runtime::{Plugin, types};
 use crate::telemetry::ToolMeters;
 
@@ -25,6 +26,8 @@ pub struct ToolEntry {
     pub tool: types::Tool,
     pub input_schema: Arc<Map<String, Value>>,
     pub output_schema: Option<Arc<Map<String, Value>>>,
+    /// The arguments 2026-07-28 HTTP clients mirror into `Mcp-Param-*` headers.
+    pub mirrored: Box<[MirroredParam]>,
     input_validator: jsonschema::Validator,
     output_validator: Option<jsonschema::Validator>,
     /// Its calls' series, found at its first call.
@@ -118,6 +121,12 @@ impl Offerings {
                 return Err(twice(&plugin, "tool", &tool.name));
             }
             let input_schema = parse_schema(name, &tool.name, "input", &tool.input_schema)?;
+            let mirrored = mirrored_params(&input_schema).map_err(|reason| CatalogError::Schema {
+                plugin: name.into(),
+                tool: tool.name.clone(),
+                which: "input",
+                reason,
+            })?;
             let output_schema =
                 tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
             tools.push(Arc::new(ToolEntry {
@@ -127,6 +136,7 @@ impl Offerings {
                 tool: tool.clone(),
                 input_schema: Arc::new(input_schema),
                 output_schema: output_schema.map(Arc::new),
+                mirrored,
                 meters: OnceLock::new(),
             }));
         }

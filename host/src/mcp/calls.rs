@@ -46,9 +46,15 @@ pub struct CallParams<'a> {
 impl CapsuleServer {
     /// `tools/call`: validate the arguments, run the tool through its input rounds, check its
     /// output. The plugin gets the arguments as the client wrote them, and the client gets the
-    /// plugin's result as written from its WIT value.
-    pub(super) async fn tools_call(&self, params: CallParams<'_>, cx: &RequestCx) -> Result<Reply, ErrorData> {
-        let Some(entry) = self.shared.with_catalog(|catalog| catalog.tool(&params.name).cloned()) else {
+    /// plugin's result as written from its WIT value. `entry` is the catalog's tool of that
+    /// name, if there is one.
+    pub(super) async fn tools_call(
+        &self,
+        params: CallParams<'_>,
+        entry: Option<Arc<ToolEntry>>,
+        cx: &RequestCx,
+    ) -> Result<Reply, ErrorData> {
+        let Some(entry) = entry else {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", super::excerpt(&params.name)),
                 Some(json!({"name": params.name})),

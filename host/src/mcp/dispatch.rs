@@ -22,12 +22,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
+use crate::catalog::ToolEntry;
 use crate::telemetry::Operation;
 
 use super::CapsuleServer;
 use super::calls::CallParams;
 use super::lists::{self, VERSIONS};
 use super::meta::{Meta, MetaView};
+use super::mirror;
 use super::reply::Reply;
 use super::request::{ClientLink, Front, Note, RequestCx};
 use super::session::Peer;
@@ -260,9 +262,10 @@ impl CapsuleServer {
                 finish(&cx, result)
             }
             "tools/call" => {
-                let p = call.unwrap_or_else(|| params(raw))?;
+                let call = call.unwrap_or_else(|| params(raw));
+                let (p, entry) = self.mirrored_call(call, raw, front)?;
                 let cx = self.enter(note, view(&p.meta), method, Era::Any, front)?;
-                finish(&cx, self.tools_call(p, &cx).await)
+                finish(&cx, self.tools_call(p, entry, &cx).await)
             }
             "resources/read" => {
                 let p: ReadResourceRequestParams = params(raw)?;
@@ -333,6 +336,39 @@ impl CapsuleServer {
             return Err(ErrorData::invalid_request("this session is already initialized", None));
         }
         Ok(ServerResult::InitializeResult(result))
+    }
+
+    /// A tool call's params and its tool, once the headers its client mirrored them into (if
+    /// any) agree with them: a mismatch is answered before anything else the call gets wrong,
+    /// even params that are not a tool call's, as far as they can be read.
+    fn mirrored_call<'a>(
+        &self,
+        call: Result<CallParams<'a>, ErrorData>,
+        raw: Option<&'a RawValue>,
+        front: &Front,
+    ) -> Result<(CallParams<'a>, Option<Arc<ToolEntry>>), ErrorData> {
+        let tool = |name: &str| self.shared.with_catalog(|catalog| catalog.tool(name).cloned());
+        let check = |name: &str, arguments, entry: Option<&ToolEntry>| match &front.mirrored {
+            Some(headers) => mirror::check_call(headers, name, arguments, entry.map_or(&[], |e| &e.mirrored))
+                .map_err(|reason| ErrorData::header_mismatch(reason, None)),
+            None => Ok(()),
+        };
+        match call {
+            Ok(call) => {
+                let entry = tool(&call.name);
+                check(&call.name, call.arguments, entry.as_deref())?;
+                Ok((call, entry))
+            }
+            Err(error) => {
+                if front.mirrored.is_some()
+                    && let Some(Ok(mirror::Lenient { name: Some(name), arguments })) =
+                        raw.map(|raw| serde_json::from_str::<mirror::Lenient>(raw.get()))
+                {
+                    check(&name, arguments, tool(&name).as_deref())?;
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The context of a request, after the checks of its revision: a 2026-07-28 request

@@ -18,6 +18,7 @@ mod events;
 mod input;
 mod lists;
 mod meta;
+pub mod mirror;
 mod reply;
 mod request;
 mod roots;
@@ -167,11 +168,6 @@ impl CapsuleServer {
     /// Note a request of this session as running (see [`InFlight`]).
     pub fn begin(&self, id: &rmcp::model::RequestId) -> InFlight {
         self.session.begin(id)
-    }
-
-    /// A tool's input schema (for checks a transport makes against the arguments).
-    pub fn input_schema(&self, tool: &str) -> Option<Arc<serde_json::Map<String, serde_json::Value>>> {
-        self.shared.with_catalog(|catalog| catalog.tool(tool).map(|entry| entry.input_schema.clone()))
     }
 
     /// The revision this session agreed on in `initialize`, if it has.

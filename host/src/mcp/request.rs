@@ -129,6 +129,10 @@ pub struct Front {
     /// The revision the transport says the request is of (HTTP's `MCP-Protocol-Version`
     /// header); a request's own `_meta` must agree with it.
     pub declared: Option<Box<str>>,
+    /// A 2026-07-28 HTTP tool call's `Mcp-Name` and `Mcp-Param-*` headers
+    /// ([`mirror::kept`](super::mirror::kept)), for the dispatcher to check against its params
+    /// and its tool's schema; `None` where there is nothing to check.
+    pub mirrored: Option<http::HeaderMap>,
 }
 
 /// What the metrics learn about a request while it is served: set once each, and only from

@@ -363,6 +363,7 @@ impl Connection {
                     link: self.link.clone(),
                     cancelled: in_flight.token().clone(),
                     declared: None,
+                    mirrored: None,
                 };
                 let (method, params) = (method.into_owned(), params.map(RawValue::to_owned));
                 Some(Box::pin(async move {

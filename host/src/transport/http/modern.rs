@@ -16,7 +16,7 @@ use super::exchange::{self, Answer, OnDrop, json};
 use super::headers;
 use super::legacy::Caller;
 use crate::auth::Authenticator;
-use crate::mcp::{CapsuleServer, Front, Origin, TraceContext};
+use crate::mcp::{CapsuleServer, Front, Origin, TraceContext, mirror};
 
 /// Serve one 2026-07-28 POST body (already read and within limits).
 pub async fn serve(
@@ -54,11 +54,7 @@ pub async fn serve(
         let error = ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS);
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
     }
-    // The headers are checked against the tool's schema: wait for the tool to be there.
-    if method == "tools/call" {
-        server.plugins_loaded().await;
-    }
-    if let Err(reason) = headers::check(headers, &method, params, |tool| server.input_schema(tool)) {
+    if let Err(reason) = headers::check(headers, &method, params) {
         let error = ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None);
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
     }
@@ -73,6 +69,8 @@ pub async fn serve(
         link,
         cancelled: cancelled.clone(),
         declared: Some(declared.into()),
+        // A tool call's `Mcp-Name` and `Mcp-Param-*` are checked where its tool is found.
+        mirrored: (method == "tools/call").then(|| mirror::kept(headers)),
     };
     let (server, method, params) = (server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
     let auth = auth.cloned();

@@ -1,0 +1,139 @@
+//! The arguments a tool asks 2026-07-28 HTTP clients to mirror into `Mcp-Param-*` headers
+//! (SEP-2243's `x-mcp-header`), read and checked once when the tool loads. Clients must drop
+//! a tool whose annotations break the rules, so such a tool is refused here, with the
+//! reason, rather than served and silently missing from every client's list.
+
+use serde_json::{Map, Value};
+
+/// One mirrored argument: where it sits in the arguments, and its header's name suffix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirroredParam {
+    /// Property names from the arguments object down to the value.
+    pub path: Box<[Box<str>]>,
+    /// The `{name}` of `Mcp-Param-{name}`, as the schema spells it.
+    pub header: Box<str>,
+}
+
+impl MirroredParam {
+    /// The property's dotted path, for messages.
+    pub fn property(&self) -> String {
+        self.path.join(".")
+    }
+}
+
+/// The `x-mcp-header` annotations of an input schema, reached from its root through
+/// `properties` alone (the only way a client can find them without evaluating the schema).
+/// `Err` says which annotation breaks which rule.
+pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam]>, String> {
+    let mut found = Vec::new();
+    collect(schema.get("properties"), &mut Vec::new(), &mut found)?;
+    for (i, param) in found.iter().enumerate() {
+        if let Some(earlier) = found[..i].iter().find(|p| p.header.eq_ignore_ascii_case(&param.header)) {
+            return Err(format!(
+                "x-mcp-header {:?} of `{}` repeats that of `{}` (names are compared without case)",
+                param.header,
+                param.property(),
+                earlier.property()
+            ));
+        }
+    }
+    Ok(found.into())
+}
+
+fn collect(properties: Option<&Value>, path: &mut Vec<Box<str>>, out: &mut Vec<MirroredParam>) -> Result<(), String> {
+    let Some(Value::Object(properties)) = properties else { return Ok(()) };
+    for (name, schema) in properties {
+        path.push(name.as_str().into());
+        if let Some(header) = schema.get("x-mcp-header") {
+            let property = path.join(".");
+            let header = checked_header(header).map_err(|reason| format!("x-mcp-header of `{property}` {reason}"))?;
+            if !is_primitive(schema.get("type")) {
+                return Err(format!(
+                    "x-mcp-header of `{property}` is on a property whose \"type\" is not string, number, integer \
+                     or boolean; only primitive values can be mirrored into a header"
+                ));
+            }
+            out.push(MirroredParam { path: path.clone().into(), header: header.into() });
+        }
+        collect(schema.get("properties"), path, out)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// An annotation's value, if it can name a header: non-empty ASCII without space or `:`
+/// (SEP-2243), and an HTTP token, since nothing else can be sent as part of a header name.
+fn checked_header(value: &Value) -> Result<&str, &'static str> {
+    let Value::String(header) = value else { return Err("must be a string") };
+    if header.is_empty() {
+        return Err("must not be empty");
+    }
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if !header.bytes().all(token) {
+        return Err("may only contain letters, digits and !#$%&'*+-.^_`|~ (it becomes part of an HTTP header name)");
+    }
+    Ok(header)
+}
+
+/// Whether a schema's `type` admits primitive values only (a `null` beside them is the
+/// absent header).
+fn is_primitive(ty: Option<&Value>) -> bool {
+    let primitive = |t: &str| matches!(t, "string" | "number" | "integer" | "boolean");
+    match ty {
+        Some(Value::String(t)) => primitive(t),
+        Some(Value::Array(types)) => {
+            let names: Option<Vec<&str>> = types.iter().map(Value::as_str).collect();
+            names.is_some_and(|names| {
+                names.iter().any(|t| primitive(t)) && names.iter().all(|t| primitive(t) || *t == "null")
+            })
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn params(schema: Value) -> Result<Box<[MirroredParam]>, String> {
+        mirrored_params(schema.as_object().unwrap())
+    }
+
+    #[test]
+    fn annotations_are_found_through_properties_alone() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "query": {"type": "string"},
+            "target": {"type": "object", "properties": {"n": {"type": ["integer", "null"], "x-mcp-header": "N"}}},
+            "list": {"type": "array", "items": {"type": "string", "x-mcp-header": "Item"}}
+        }});
+        let found = params(schema).unwrap();
+        let found: Vec<(String, &str)> = found.iter().map(|p| (p.property(), &*p.header)).collect();
+        assert_eq!(found, [("region".to_owned(), "Region"), ("target.n".to_owned(), "N")]);
+        assert!(params(json!({"type": "object"})).unwrap().is_empty());
+    }
+
+    #[test]
+    fn annotations_that_break_the_rules_are_refused() {
+        let with = |annotation: Value, ty: Value| {
+            params(json!({"type": "object", "properties": {"p": {"type": ty, "x-mcp-header": annotation}}}))
+                .unwrap_err()
+        };
+        assert!(with(json!(""), json!("string")).contains("must not be empty"));
+        assert!(with(json!("Re gion"), json!("string")).contains("may only contain"));
+        assert!(with(json!("Re:gion"), json!("string")).contains("may only contain"));
+        assert!(with(json!("Régión"), json!("string")).contains("may only contain"));
+        assert!(with(json!(5), json!("string")).contains("must be a string"));
+        assert!(with(json!("P"), json!("object")).contains("only primitive"));
+        assert!(with(json!("P"), json!(["null"])).contains("only primitive"));
+        let untyped = json!({"type": "object", "properties": {"p": {"x-mcp-header": "P"}}});
+        assert!(params(untyped).unwrap_err().contains("only primitive"));
+        let twice = json!({"type": "object", "properties": {
+            "a": {"type": "string", "x-mcp-header": "Region"},
+            "b": {"type": "string", "x-mcp-header": "region"}
+        }});
+        assert!(params(twice).unwrap_err().contains("repeats that of `a`"));
+    }
+}
