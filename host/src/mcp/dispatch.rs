@@ -160,10 +160,6 @@ impl CapsuleServer {
             .as_ref()
             .and_then(|p| p.name.as_deref())
             .filter(|name| method == "tools/call" && self.shared.with_catalog(|catalog| catalog.tool(name).is_some()));
-        let name = match tool {
-            Some(tool) => format!("{method} {tool}"),
-            None => method.to_owned(),
-        };
         let meta = peek.as_ref().and_then(|p| p.meta.as_ref());
         let (traceparent, tracestate) = meta.map_or((None, None), |m| (m.traceparent(), m.tracestate()));
         let parent = match (traceparent.as_deref(), origin.trace.as_deref()) {
@@ -174,6 +170,10 @@ impl CapsuleServer {
         // Each request is the root of its own trace here, continuing the client's.
         let trace = traced.then(|| crate::telemetry::TraceContext::new(parent));
         let span = trace.map_or_else(tracing::Span::none, |trace| {
+            let name = match tool {
+                Some(tool) => format!("{method} {tool}"),
+                None => method.to_owned(),
+            };
             trace.root(|trace_id| {
                 tracing::error_span!(
                     parent: None,
