@@ -361,8 +361,8 @@ impl CapsuleServer {
             }
             Err(error) => {
                 if front.mirrored.is_some()
-                    && let Some(Ok(mirror::Lenient { name: Some(name), arguments })) =
-                        raw.map(|raw| serde_json::from_str::<mirror::Lenient>(raw.get()))
+                    && let Some(Ok(mirror::Named { name: Some(name), arguments, .. })) =
+                        raw.map(|raw| serde_json::from_str::<mirror::Named>(raw.get()))
                 {
                     check(&name, arguments, tool(&name).as_deref())?;
                 }

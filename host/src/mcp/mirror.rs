@@ -85,12 +85,16 @@ pub fn check_call(
     Ok(())
 }
 
-/// What a tool call's check reads of params that do not parse as a tool call's: their
-/// headers are answered first all the same, as far as the params can be read.
-#[derive(Deserialize)]
-pub struct Lenient<'a> {
+/// What the checks read of a request's params, leniently: the name or URI it is about, and
+/// a tool call's arguments. Read where the method's own type is not (the transport's methods
+/// other than `tools/call`, and a tool call whose params are not a tool call's, whose headers
+/// are answered first all the same).
+#[derive(Deserialize, Default)]
+pub struct Named<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub uri: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub arguments: Option<&'a RawValue>,
 }
@@ -110,7 +114,7 @@ fn agrees(header: &str, value: &Value) -> bool {
 }
 
 /// A header that may appear at most once, as text.
-fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
+pub fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
     let mut values = headers.get_all(name).iter();
     let Some(value) = values.next() else { return Ok(None) };
     if values.next().is_some() {

@@ -3,32 +3,25 @@
 //! `Mcp-Name` and `Mcp-Param-*` headers are the dispatcher's to check (see
 //! [`crate::mcp::mirror`]): it reads the params and finds the tool anyway.
 
-use std::borrow::Cow;
-
 use axum::http::HeaderMap;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::checks::{Repeated, at_most_once};
-use crate::mcp::{excerpt, mirror};
-
-/// What the transport reads of a request's params: the name or URI it is about.
-#[derive(Deserialize, Default)]
-struct Named<'a> {
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    uri: Option<Cow<'a, str>>,
-}
+use crate::mcp::excerpt;
+use crate::mcp::mirror::{self, Named};
 
 /// Check the standard headers of a request or notification, except a tool call's
 /// `Mcp-Name` and `Mcp-Param-*`. `Err` is the reason, for a -32020 error.
 pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> Result<(), String> {
-    let once = at_most_once(headers, "Mcp-Method").map_err(|Repeated| "duplicate Mcp-Method header".to_owned())?;
-    let value = once.ok_or("missing required Mcp-Method header")?;
-    let value = value.to_str().map_err(|_| "Mcp-Method header contains invalid characters")?;
-    if value != method {
-        return Err(format!("Mcp-Method header `{}` does not match body method `{}`", excerpt(value), excerpt(method)));
+    match mirror::single(headers, "Mcp-Method")? {
+        None => return Err("missing required Mcp-Method header".into()),
+        Some(value) if value != method => {
+            return Err(format!(
+                "Mcp-Method header `{}` does not match body method `{}`",
+                excerpt(value),
+                excerpt(method)
+            ));
+        }
+        Some(_) => {}
     }
     let key_is_name = method == "prompts/get";
     let key_is_uri = matches!(method, "resources/read" | "resources/subscribe" | "resources/unsubscribe");
