@@ -247,7 +247,8 @@ async fn hostile_battery_is_contained_while_others_are_served() {
 /// A call that computes for long runs on a thread of its own (see `runtime::offload`): a
 /// cancellation still stops it at its next tick, a 2026-07-28 client that closes its stream
 /// stops it too (that second spin starts on its own thread, its plugin's last call having
-/// been long), and other requests are answered meanwhile. The admin status's live instance
+/// been long), a call on its own thread that waits rather than computes is stopped too, and
+/// other requests are answered meanwhile. The admin status's live instance
 /// count says when the spin runs and when it is gone.
 #[tokio::test]
 async fn long_computations_stop_when_cancelled() {
@@ -287,5 +288,17 @@ async fn long_computations_stop_when_cancelled() {
     };
     abandoned.await;
     wait_for(0, "the abandoned spin was not stopped").await;
+
+    // The plugin's last calls were long, so the next starts on a thread of its own. One
+    // that waits in a host call (`stall` sleeps) reaches no tick, and is stopped by its
+    // cancellation all the same, within the 60 s its limits would let it run.
+    let stalled = session.spawn_call(7, "stall", json!({}));
+    wait_for(1, "the stall never started").await;
+    session.post(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})).await;
+    wait_for(0, "the cancelled stall went on").await;
+    let stalled = tokio::time::timeout(Duration::from_secs(5), stalled).await.expect("the cancelled POST ended");
+    let answer = stalled.expect("the POST").response(7).clone();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(first_text(&answer["result"]).contains("cancelled"), "{answer}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -94,6 +94,10 @@ impl CallEvents for RequestEvents {
         self.cancelled.is_cancelled()
     }
 
+    fn cancellation(&self) -> CancellationToken {
+        self.cancelled.clone()
+    }
+
     fn list_changed(&self, kind: ListKind) {
         self.changed.0.lists.fetch_or(bit(kind), Ordering::Relaxed);
     }

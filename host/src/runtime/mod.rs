@@ -57,6 +57,9 @@ pub trait CallEvents: Send + Sync {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>);
     /// Whether the request this call serves was cancelled.
     fn is_cancelled(&self) -> bool;
+    /// Cancelled when the request this call serves is. A call moved off the request
+    /// workers blocks the task that awaits it, so the call watches this itself.
+    fn cancellation(&self) -> tokio_util::sync::CancellationToken;
     /// The plugin says one of its lists changed.
     fn list_changed(&self, kind: ListKind);
     /// The plugin says a resource changed: each URI once per call, at most 64, none over
@@ -80,6 +83,9 @@ impl CallEvents for NoEvents {
     fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) {}
     fn is_cancelled(&self) -> bool {
         false
+    }
+    fn cancellation(&self) -> tokio_util::sync::CancellationToken {
+        tokio_util::sync::CancellationToken::new()
     }
     fn list_changed(&self, _: ListKind) {}
     fn resource_updated(&self, _: String) {}

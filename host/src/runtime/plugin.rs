@@ -157,6 +157,16 @@ enum Charge {
     Load,
 }
 
+/// How a call's run ended.
+enum Ended<T> {
+    /// The guest returned, or failed.
+    Ran(T),
+    /// Its wall-clock limit passed first.
+    WallClock,
+    /// Its request was cancelled first.
+    Cancelled,
+}
+
 /// Run `release` once the current task has had its turn: the call's answer is on its way to
 /// the client (the task awaiting it runs first) before the instance is torn down. Measured
 /// at c=1 and c=8 as a few percent more calls a second (BENCHMARKS, session 23).
@@ -507,6 +517,7 @@ impl Plugin {
             Charge::Load => None,
         };
         let stderr = prebuilt.as_ref().map(Spare::stderr);
+        let cancellation = events.cancellation();
         let state = sandbox.state(sandbox.grants.mounts(roots), events, stderr).map_err(CallError::Sandbox)?;
         let meter = CpuMeter::new(account.cloned());
         let (mut store, ready, built) = match prebuilt {
@@ -583,7 +594,17 @@ impl Plugin {
             });
             call(&mut store, &instance, std::marker::PhantomData).await
         });
-        let outcome = Offload::new(long.clone(), tokio::time::timeout(limits.timeout, work)).await;
+        // The call watches for its request's cancellation itself: on a thread of its own
+        // (`offload`) it blocks the task that awaits it, and a guest waiting in a host call
+        // (a sleep, a socket) reaches no tick where the epoch callback would stop it.
+        let watched = async {
+            tokio::select! {
+                biased;
+                outcome = tokio::time::timeout(limits.timeout, work) => outcome.map_or(Ended::WallClock, Ended::Ran),
+                () = cancellation.cancelled() => Ended::Cancelled,
+            }
+        };
+        let outcome = Offload::new(long.clone(), watched).await;
         let went_long = computed_long(meter.used(), built_cost);
         if charge == Charge::Caller {
             self.long_streak.count(went_long);
@@ -596,9 +617,10 @@ impl Plugin {
             meters.sandbox(built_cost + instantiated, guest, peak, built.is_some());
         }
         let result = match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.classify(error, &meter, store.data().is_cancelled())),
-            Err(_elapsed) => Err((CallError::WallClock(limits.timeout), None)),
+            Ended::Ran(Ok(value)) => Ok(value),
+            Ended::Ran(Err(error)) => Err(self.classify(error, &meter, store.data().is_cancelled())),
+            Ended::WallClock => Err((CallError::WallClock(limits.timeout), None)),
+            Ended::Cancelled => Err((CallError::Cancelled, None)),
         };
         let stderr = store.data().stderr.text();
         // The instance is freed before the holds on it are released (a tuple drops its
