@@ -481,6 +481,8 @@ async fn unknown_revisions_are_refused_with_the_supported_ones() {
 struct RawEvent {
     id: Option<String>,
     data: String,
+    /// Whether it had a `data` field at all: without one, parsers dispatch nothing.
+    data_field: bool,
     retry: bool,
 }
 
@@ -551,6 +553,7 @@ impl RawEvents {
                 return Some(RawEvent {
                     id: field("id:"),
                     data: field("data:").unwrap_or_default(),
+                    data_field: field("data:").is_some(),
                     retry: field("retry:").is_some(),
                 });
             }
@@ -588,7 +591,12 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
     announce(&client, 3).await;
     let mut first = RawEvents::open(&client, None).await;
     let priming = first.next(quiet).await.expect("a priming event");
-    assert!(priming.retry && priming.data.is_empty(), "priming: {:?} {:?}", priming.id, priming.data);
+    assert!(
+        priming.retry && priming.data_field && priming.data.is_empty(),
+        "priming: {:?} {:?}",
+        priming.id,
+        priming.data
+    );
     let mut ids = vec![priming.id.clone().expect("the priming event has an id")];
     for _ in 0..2 {
         let event = first.next(quiet).await.expect("an event queued before the stream opened");
@@ -597,8 +605,9 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
     }
     announce(&client, 4).await;
     ids.push(first.next(quiet).await.expect("a live event").id.unwrap());
-    let numbers: Vec<u64> = ids.iter().map(|id| id.parse().expect("numeric ids")).collect();
+    let numbers: Vec<u64> = ids[1..].iter().map(|id| id.parse().expect("numeric ids")).collect();
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "ids must rise and never repeat: {ids:?}");
+    assert!(!ids[1..].contains(&ids[0]), "the priming id is unique too: {ids:?}");
 
     // Resuming after the second event replays only what came after it, and the new stream
     // takes over: the old one ends.
@@ -610,7 +619,7 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
     announce(&client, 5).await;
     let live = second.next(quiet).await.expect("the new stream is live");
     let newest: u64 = live.id.unwrap().parse().unwrap();
-    assert!(newest > numbers[3]);
+    assert!(newest > numbers[2]);
 
     // An id the session never issued would silence the stream; it is refused.
     for never in [newest + 1, u64::MAX] {
@@ -623,9 +632,20 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         .await
         .unwrap();
     assert_eq!(not_text.status(), 400, "a Last-Event-ID that is not text");
-    // An empty one names nothing: a fresh stream.
+    // An empty one names nothing: a fresh stream, whose priming id is new in the session
+    // though no event came since the last stream's.
     let mut fresh = RawEvents::open(&client, Some("")).await;
-    assert!(fresh.next(quiet).await.expect("a priming event").retry);
+    let primed = fresh.next(quiet).await.expect("a priming event");
+    let primed_id = primed.id.expect("an id");
+    assert!(primed.retry && primed_id != ids[0] && primed_id != newest.to_string(), "{primed_id} after {ids:?}");
+    // Resuming from a priming id starts where its stream started: from the first stream's,
+    // every event still kept.
+    drop(fresh);
+    let mut from_start = RawEvents::open(&client, Some(&ids[0])).await;
+    assert_eq!(from_start.next(quiet).await.and_then(|e| e.id).as_deref(), Some(ids[1].as_str()));
+    drop(from_start);
+    let mut from_fresh = RawEvents::open(&client, Some(&primed_id)).await;
+    assert!(from_fresh.next(quiet).await.is_none(), "nothing came after the fresh stream opened");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -644,7 +664,7 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
         "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
     let mut post = RawEvents::post(&client, &call).await;
     let priming = post.next(quiet).await.expect("a priming event");
-    assert!(priming.retry && priming.data.is_empty(), "{:?} {:?}", priming.id, priming.data);
+    assert!(priming.retry && priming.data_field && priming.data.is_empty(), "{:?} {:?}", priming.id, priming.data);
     let asked = post.next(quiet).await.expect("the elicitation request");
     assert!(asked.data.contains("elicitation/create"), "{}", asked.data);
     let (first, asked_id) = (priming.id.expect("an id"), asked.id.expect("an id"));
@@ -667,6 +687,24 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
     assert!(resumed.next(quiet).await.is_none(), "the resumed stream ends after the answer");
     // A stream the session never had is refused.
     assert_eq!(RawEvents::get(&client, Some("p99.1")).await.status(), 400);
+
+    // Resumed while its first connection is still open, the stream moves to the new one:
+    // the answer goes to one stream, never to both.
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "and now?"}}});
+    let mut post = RawEvents::post(&client, &call).await;
+    assert!(post.next(quiet).await.expect("a priming event").retry);
+    let asked = post.next(quiet).await.expect("the elicitation request");
+    let mut resumed = RawEvents::open(&client, Some(&asked.id.expect("an id"))).await;
+    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
+    let answer = client
+        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let result = resumed.next(quiet).await.expect("the answer, on the stream that took over");
+    assert!(result.data.contains("\"id\":8") && result.data.contains("\"result\""), "{}", result.data);
+    assert!(post.next(quiet).await.is_none(), "the stream taken over ends without the answer");
 
     // A 2025-06-18 session's SSE answer carries no ids, so there is nothing to resume.
     let mut older = Client::new(&server.url);

@@ -2,14 +2,11 @@
 //! the client first (a notification, or a request it has to answer). The request's
 //! notifications and requests travel on its own response stream.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use rmcp::ErrorData;
@@ -20,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::resume::{PostStream, PostStreams};
+use super::sse::{self, Frame};
 use crate::auth::Authenticator;
 use crate::mcp::{ClientLink, INSUFFICIENT_SCOPE, LinkError, LinkFuture};
 
@@ -101,11 +99,11 @@ where
         Some(first) = notes.recv() => match resumable {
             Some(posts) => {
                 let stream = posts.open();
-                let priming = Ok(stream.priming());
+                let priming = stream.priming();
                 tokio::spawn(keep(stream.clone(), first, work, notes));
-                sse(futures::stream::iter([priming]).chain(stream.events(0)))
+                sse::response(futures::stream::iter([priming]).chain(stream.events(0)))
             }
-            None => sse(Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() }),
+            None => sse::response(Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() }),
         },
         answer = &mut work => match answer.messages.len() {
             0 => StatusCode::ACCEPTED.into_response(),
@@ -119,13 +117,6 @@ where
             _ => json(answer.status, jsonrpc::array(&answer.messages)),
         },
     }
-}
-
-/// An SSE response of `events`.
-pub fn sse(events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
-    let mut response = Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response();
-    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
 }
 
 /// Put what a POST's work sends, then its answers, into its resumable stream, whether or not
@@ -192,13 +183,12 @@ struct Replies<W> {
     answer: Vec<Vec<u8>>,
 }
 
-fn event(message: Vec<u8>) -> Result<Event, Infallible> {
-    // Messages are serialised JSON, so always UTF-8.
-    Ok(Event::default().data(String::from_utf8(message).unwrap_or_default()))
+fn event(message: Vec<u8>) -> Frame {
+    Frame::message(None, &message)
 }
 
 impl<W: Future<Output = Answer>> Stream for Replies<W> {
-    type Item = Result<Event, Infallible>;
+    type Item = Frame;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         if let Some(first) = self.first.take() {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use rmcp::ErrorData;
 use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::Deserialize;
@@ -15,8 +14,9 @@ use serde_json::value::RawValue;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
 use super::exchange::{self, Answer, OnDrop, json};
-use super::resume::{self, PostStreams};
+use super::resume::PostStreams;
 use super::session::{Session, SessionTable};
+use super::sse;
 use super::text;
 use crate::auth::{Authenticator, Principal};
 use crate::mcp::{Front, Origin, TraceContext};
@@ -307,20 +307,19 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     // A POST stream's id resumes that stream, through its answer; the session's own GET
     // stream is left as it is.
     match resume.map(|id| session.posts.find(id)) {
-        Some(Ok(Some((stream, after)))) => return exchange::sse(stream.events(after)),
+        Some(Ok(Some((stream, after)))) => return sse::response(stream.events(after)),
         Some(Err(())) => return text(400, "Bad Request: Last-Event-ID names a stream this session no longer keeps"),
         _ => {}
     }
     // An id this session never issued would silence the stream (nothing comes after it).
-    let after = match resume.map(str::parse::<u64>) {
+    let after = match resume.map(|id| session.resume_point(id)) {
         None => None,
-        Some(Ok(after)) if after <= session.last_issued() => Some(after),
-        Some(_) => return text(400, NOT_ISSUED),
+        Some(Some(after)) => Some(after),
+        Some(None) => return text(400, NOT_ISSUED),
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
     let start = after.unwrap_or_else(|| session.delivered());
-    let priming = (primes(&session) && after.is_none()).then(|| Ok(resume::priming(start.to_string())));
-    exchange::sse(futures::stream::iter(priming).chain(session.attach(start)))
+    sse::response(session.attach(start, primes(&session) && after.is_none()))
 }
 
 /// DELETE: end the session.

@@ -22,6 +22,7 @@ mod listener;
 mod modern;
 mod resume;
 mod session;
+mod sse;
 mod watch;
 
 use std::collections::HashMap;

@@ -14,15 +14,14 @@
 //! whether the bytes reached a client that had already gone.)
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::response::sse::Event;
 use futures::Stream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::sse::Frame;
 use super::watch::{self, Look};
 
 /// Events one POST stream keeps for a resume.
@@ -34,14 +33,6 @@ const STREAMS: usize = 8;
 /// How long a finished stream can still be resumed: many times the `retry` a client is asked
 /// to wait before it reconnects.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
-/// What a priming event asks a client to wait before it reconnects.
-const RETRY: Duration = Duration::from_secs(3);
-
-/// A priming event (SEP-1699), for a POST stream or a session's GET stream: `id` to resume
-/// from before anything was sent, and how long to wait before reconnecting.
-pub fn priming(id: String) -> Event {
-    Event::default().id(id).retry(RETRY).data("")
-}
 
 /// The POST streams of one session.
 pub struct PostStreams {
@@ -114,6 +105,8 @@ struct Buffer {
     taken: u64,
     /// Readers attached now.
     readers: usize,
+    /// The number of the newest reader: only it reads.
+    reader: u64,
     finished: Option<Instant>,
 }
 
@@ -131,8 +124,8 @@ impl Buffer {
 
 impl PostStream {
     /// The stream's priming event.
-    pub fn priming(&self) -> Event {
-        priming(self.id(0))
+    pub fn priming(&self) -> Frame {
+        Frame::priming(&self.id(0))
     }
 
     fn id(&self, place: u64) -> String {
@@ -174,17 +167,29 @@ impl PostStream {
     }
 
     /// The events after `after` (those still kept), then each as it is added, until the
-    /// stream is finished and read, or the session ends.
-    pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
-        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).readers += 1;
+    /// stream is finished and read, the session ends, or a newer reader takes over (a client
+    /// that resumes while its first connection is still open): every event goes to one
+    /// live stream.
+    pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Frame> + Send + use<> {
+        let number = {
+            let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+            buffer.readers += 1;
+            buffer.reader += 1;
+            buffer.reader
+        };
+        // The reader this one takes over from ends.
+        self.wake.notify_waiters();
         let reading = Reading(self.clone());
-        futures::stream::unfold((reading, after), |(reading, cursor)| async move {
+        futures::stream::unfold((reading, after), move |(reading, cursor)| async move {
             // The watcher borrows this one; the state moves on to the next step.
             let stream = reading.0.clone();
             let next = watch::until(&stream.wake, &stream.ended, || {
                 let mut buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                if buffer.reader != number {
+                    return Look::Over;
+                }
                 if let Some((place, message)) = buffer.events.iter().find(|(place, _)| *place > cursor) {
-                    let (place, event) = (*place, Event::default().id(stream.id(*place)).data(&**message));
+                    let (place, event) = (*place, Frame::message(Some(&stream.id(*place)), message.as_bytes()));
                     buffer.taken = buffer.taken.max(place);
                     return Look::Ready((place, event));
                 }
@@ -193,7 +198,7 @@ impl PostStream {
             let (place, event) = next.await?;
             // A push may be waiting for the room this made.
             stream.wake.notify_waiters();
-            Some((Ok(event), (reading, place)))
+            Some((event, (reading, place)))
         })
     }
 }

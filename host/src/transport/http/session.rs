@@ -8,15 +8,13 @@
 //! so every event goes to exactly one live stream.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::response::sse::Event;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +23,7 @@ use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
 use super::resume::PostStreams;
+use super::sse::Frame;
 use super::watch::{self, Look};
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
@@ -89,14 +88,22 @@ impl Session {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).delivered
     }
 
-    /// The id of the newest event queued (0 if none yet): no stream has seen a later one.
-    pub fn last_issued(&self) -> u64 {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).next_id
+    /// Where a GET with `Last-Event-ID: id` resumes: after the event `id` names, or where the
+    /// stream a priming event `id` opened started. `None` for an id this session never issued.
+    pub fn resume_point(&self, id: &str) -> Option<u64> {
+        let ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let after = match id.strip_prefix('g').and_then(|primed| primed.split_once('.')) {
+            Some((stream, after)) => Some(after).filter(|_| stream.parse::<u64>().is_ok_and(|s| s <= ring.stream)),
+            None => Some(id),
+        };
+        after?.parse().ok().filter(|after| *after <= ring.next_id)
     }
 
     /// Open the GET stream, replaying the events after `after` that are still kept; the
-    /// previous stream, if any, ends.
-    pub fn attach(self: &Arc<Self>, after: u64) -> impl Stream<Item = Result<Event, Infallible>> + Send + use<> {
+    /// previous stream, if any, ends. With `prime`, it opens with a priming event whose id
+    /// (`g{stream}.{after}`: the stream's number, and where it starts) is unique in the
+    /// session like every other, and resumes from where the stream started.
+    pub fn attach(self: &Arc<Self>, after: u64, prime: bool) -> impl Stream<Item = Frame> + Send + use<> {
         let generation = {
             let mut ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
             ring.stream += 1;
@@ -104,8 +111,9 @@ impl Session {
             ring.stream
         };
         self.wake.notify_waiters();
+        let priming = prime.then(|| Frame::priming(&format!("g{generation}.{after}")));
         let open = StreamOpen(self.clone());
-        futures::stream::unfold((open, after), move |(open, cursor)| async move {
+        futures::stream::iter(priming).chain(futures::stream::unfold((open, after), move |(open, cursor)| async move {
             let session = open.0.clone();
             let next = watch::until(&session.wake, &session.ended, || {
                 let mut ring = session.events.lock().unwrap_or_else(|e| e.into_inner());
@@ -113,13 +121,13 @@ impl Session {
                     return Look::Over;
                 }
                 let Some((id, message)) = ring.events.iter().find(|(id, _)| *id > cursor) else { return Look::Wait };
-                let (id, event) = (*id, Event::default().id(id.to_string()).data(&**message));
+                let (id, event) = (*id, Frame::message(Some(&id.to_string()), message.as_bytes()));
                 ring.delivered = ring.delivered.max(id);
                 Look::Ready((id, event))
             });
             let (id, event) = next.await?;
-            Some((Ok(event), (open, id)))
-        })
+            Some((event, (open, id)))
+        }))
     }
 
     fn touch(&self, table: &SessionTable) {
