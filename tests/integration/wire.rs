@@ -970,16 +970,35 @@ async fn a_batch_element_can_ask_the_client_on_the_batch_stream() {
 
 #[tokio::test]
 async fn idle_sessions_end_and_open_streams_keep_theirs() {
-    let server = Server::http(&["--session-idle", "1"]);
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--session-idle", "1", "--no-watch", "--plugin", conformance.to_str().unwrap()]);
     let mut idle = Client::new(&server.url);
     idle.initialize("2025-11-25", json!({})).await;
     let mut watching = Client::new(&server.url);
     watching.initialize("2025-11-25", json!({})).await;
     let mut stream = RawEvents::open(&watching, None).await;
     assert!(stream.next(std::time::Duration::from_secs(1)).await.is_some(), "the priming event");
+    // A session answering a request is not idle however long it takes: this one waits for
+    // the client to answer an elicitation.
+    let mut asking = Client::new(&server.url);
+    asking.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "still there?"}}});
+    let mut post = RawEvents::post(&asking, &call).await;
+    let quiet = std::time::Duration::from_secs(1);
+    assert!(post.next(quiet).await.expect("a priming event").retry);
+    let asked = post.next(quiet).await.expect("the elicitation request");
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
     let gone = idle.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(gone.status, 404, "an idle session ends: {}", gone.body);
     let kept = watching.request(1, "tools/list", json!({})).await;
     assert!(kept.get("result").is_some(), "a session with its stream open is not idle: {kept}");
+    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
+    let answer = asking
+        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
+        .await;
+    assert_eq!(answer.status, 202, "a session answering a request is not idle: {}", answer.body);
+    let result = post.next(quiet).await.expect("the answer");
+    assert!(result.data.contains("\"id\":7") && result.data.contains("\"result\""), "{}", result.data);
 }

@@ -46,8 +46,12 @@ pub struct Session {
     pub pending: Arc<Pending>,
     events: Mutex<Ring>,
     wake: Notify,
-    /// Milliseconds since the table began, at the last sign of the client.
+    /// Milliseconds since it opened, at the last sign of the client or the end of the last
+    /// request it was answered.
     seen: AtomicU64,
+    /// Requests being answered now: a session answering one is not idle, however long it
+    /// takes.
+    working: AtomicUsize,
     /// Fires when the session ends (DELETE, expiry, shutdown).
     pub ended: CancellationToken,
     /// Its POST streams that can be resumed (2025-11-25 and later).
@@ -130,16 +134,37 @@ impl Session {
         }))
     }
 
-    fn touch(&self, table: &SessionTable) {
-        self.seen.store(table.now(), Ordering::Relaxed);
+    fn now(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn idle_for(&self, table: &SessionTable) -> Duration {
+    fn touch(&self) {
+        self.seen.store(self.now(), Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
         let open = self.events.lock().unwrap_or_else(|e| e.into_inner()).streams_open;
-        if open > 0 {
+        if open > 0 || self.working.load(Ordering::Relaxed) > 0 {
             return Duration::ZERO;
         }
-        Duration::from_millis(table.now().saturating_sub(self.seen.load(Ordering::Relaxed)))
+        Duration::from_millis(self.now().saturating_sub(self.seen.load(Ordering::Relaxed)))
+    }
+
+    /// Count a request as being answered until the returned mark drops; the session's idle
+    /// time starts again from then.
+    pub fn working(self: &Arc<Self>) -> Working {
+        self.working.fetch_add(1, Ordering::Relaxed);
+        Working(self.clone())
+    }
+}
+
+/// A request of a session being answered (see [`Session::working`]).
+pub struct Working(Arc<Session>);
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.working.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -256,7 +281,6 @@ pub struct SessionTable {
     cap: usize,
     per_address: usize,
     idle: Duration,
-    started: Instant,
     shutdown: CancellationToken,
 }
 
@@ -283,7 +307,6 @@ impl SessionTable {
             cap: options.max_sessions,
             per_address: options.sessions_per_address,
             idle: options.session_idle,
-            started: Instant::now(),
             shutdown,
         });
         let reaper = Arc::downgrade(&table);
@@ -298,17 +321,13 @@ impl SessionTable {
         table
     }
 
-    fn now(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
     /// End the session idle longest among those `whose` picks, if it has been idle a while.
     fn make_room(&self, live: &mut Live, whose: impl Fn(&Session) -> bool) -> bool {
         let oldest = live
             .sessions
             .values()
             .filter(|s| whose(s))
-            .map(|s| (s.idle_for(self), s.id.clone()))
+            .map(|s| (s.idle_for(), s.id.clone()))
             .filter(|(idle, _)| *idle >= EVICTABLE_AFTER)
             .max_by_key(|(idle, _)| *idle);
         let Some((_, id)) = oldest else { return false };
@@ -347,7 +366,8 @@ impl SessionTable {
             pending: Arc::default(),
             events: Mutex::default(),
             wake: Notify::new(),
-            seen: AtomicU64::new(self.now()),
+            seen: AtomicU64::new(0),
+            working: AtomicUsize::new(0),
             ended: ended.clone(),
             posts: PostStreams::new(ended),
             opened: Instant::now(),
@@ -362,7 +382,7 @@ impl SessionTable {
         let live = self.live.read().unwrap_or_else(|e| e.into_inner());
         let session = live.sessions.get(id).filter(|s| s.principal.as_deref() == principal).cloned()?;
         drop(live);
-        session.touch(self);
+        session.touch();
         Some(session)
     }
 
@@ -386,7 +406,7 @@ impl SessionTable {
         let expired: Vec<Arc<str>> = live
             .sessions
             .values()
-            .filter(|s| s.idle_for(self) >= self.idle || s.ended.is_cancelled())
+            .filter(|s| s.idle_for() >= self.idle || s.ended.is_cancelled())
             .map(|s| s.id.clone())
             .collect();
         for id in expired {
