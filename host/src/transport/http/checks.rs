@@ -83,7 +83,13 @@ impl Allowed {
                 None => (403, "Forbidden: Host header is not allowed"),
             });
         }
-        let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
+        // A user agent sends one Origin (RFC 6454, section 7.3): with more, which one a
+        // browser meant cannot be told, so none is trusted.
+        let mut origins = headers.get_all(ORIGIN).iter();
+        let Some(origin) = origins.next() else { return Ok(()) };
+        if origins.next().is_some() {
+            return Err((403, "Forbidden: more than one Origin header"));
+        }
         let origin = origin.to_str().map_err(|_| (403, "Forbidden: Invalid Origin header encoding"))?;
         let origin = Origin::parse(origin).ok_or((403, "Forbidden: Invalid Origin header"))?;
         if !self.origins.iter().any(|entry| origin.matches(entry)) {
@@ -253,6 +259,10 @@ mod tests {
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://evil.example")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "null")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "garbage")]), Err(403));
+        let twice = [("host", "localhost"), ("origin", "http://localhost"), ("origin", "http://localhost")];
+        assert_eq!(check(&twice), Err(403), "two Origin headers, even the same allowed one");
+        let second = [("host", "localhost"), ("origin", "http://localhost"), ("origin", "https://evil.example")];
+        assert_eq!(check(&second), Err(403), "a foreign Origin after an allowed one");
         // An operator may allow the `null` origin; an entry that is no origin matches nothing.
         let allowed = Allowed::new(&["::1".into()], &["null".into(), "garbage".into(), "http://a.example:*".into()]);
         let check = |pairs: &[(&'static str, &str)]| {

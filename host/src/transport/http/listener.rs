@@ -121,8 +121,13 @@ async fn serve(
         async move { Ok::<_, Infallible>(app.oneshot(request.map(Body::new)).await.unwrap_or_else(|e| match e {})) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    // hyper answers 431 to a head that does not fit its read buffer.
-    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(max_header_bytes);
+    // hyper answers 431 to a head over `max_header_bytes` (counted exactly, however it
+    // arrives), or with more than 100 header fields, and caps its read buffer near that size.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(max_header_bytes)
+        .max_header_size(max_header_bytes);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
