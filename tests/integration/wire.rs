@@ -336,6 +336,28 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
     // _meta is required.
     let bare = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
     assert_eq!(code(&post(vec![("mcp-method", "tools/list")], bare).await), (400, json!(-32602), json!(7)));
+    // A _meta that is no object lacks its required fields just the same, for any method.
+    for (method, params) in [("tools/list", json!({"_meta": 5})), ("tools/call", json!({"name": "add", "_meta": []}))] {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+        let refused = post(vec![("mcp-method", method), ("mcp-name", "add")], body).await;
+        assert_eq!(code(&refused), (400, json!(-32602), json!(7)), "{}", refused.body);
+    }
+    // A log level that is none is invalid params.
+    let mut bogus: serde_json::Value = serde_json::from_str(&modern_body(9, "tools/list", json!({}))).unwrap();
+    bogus["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("bogus");
+    let bogus = post(vec![("mcp-method", "tools/list")], bogus.to_string()).await;
+    assert_eq!(code(&bogus).1, json!(-32602), "{}", bogus.body);
+    // A method 2026-07-28 removed is unknown, with or without the name it used to mirror.
+    let subscribe = modern_body(10, "resources/subscribe", json!({"uri": "calc://x"}));
+    for extra in [
+        vec![("mcp-method", "resources/subscribe")],
+        vec![("mcp-method", "resources/subscribe"), ("mcp-name", "calc://x")],
+    ] {
+        assert_eq!(code(&post(extra, subscribe.clone()).await), (404, json!(-32601), json!(10)));
+    }
+    // A field of the wrong type is an invalid request, answered with the id it could read.
+    let odd = json!({"jsonrpc": "2.0", "id": 13, "method": 5}).to_string();
+    assert_eq!(code(&post(vec![("mcp-method", "tools/call")], odd).await), (400, json!(-32600), json!(13)));
     // No batches and no responses in this revision; garbage is a parse error.
     let batch = format!("[{call}]");
     assert_eq!(code(&post(vec![("mcp-method", "tools/call")], batch).await).1, json!(-32600));
@@ -887,6 +909,15 @@ async fn oversized_heads_and_cut_short_bodies_are_refused() {
     let answer = read_until_closed(&mut huge, std::time::Duration::from_secs(5)).await.unwrap_or_default();
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered after {:?}", started.elapsed());
+    // A transfer coding other than chunked is not one the server knows: 501.
+    let mut coded = raw_connection(&server).await;
+    coded
+        .write_all(format!("{head}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    coded.shutdown().await.unwrap();
+    let answer = read_until_closed(&mut coded, std::time::Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 501"), "{answer}");
     // Heads under the limit are served.
     let mut client = Client::new(&server.url);
     client.initialize("2025-06-18", json!({})).await;

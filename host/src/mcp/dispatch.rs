@@ -52,9 +52,25 @@ struct MetaOnly {
 }
 
 /// Parse a request's params into the type its method takes (absent params read as `{}`).
+/// A `_meta` that is not an object is named as such: a 2026-07-28 request then lacks its
+/// required fields, which its transport answers with 400.
 fn params<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<T, ErrorData> {
-    serde_json::from_str(raw.map_or("{}", RawValue::get))
-        .map_err(|e| ErrorData::invalid_params(format!("Invalid params: {e}"), None))
+    serde_json::from_str(raw.map_or("{}", RawValue::get)).map_err(|e| {
+        /// Only the params' `_meta`, as it was sent.
+        #[derive(Deserialize)]
+        struct MetaOf<'a> {
+            #[serde(rename = "_meta", borrow, default)]
+            meta: Option<&'a RawValue>,
+        }
+        let meta = raw.and_then(|raw| serde_json::from_str::<MetaOf>(raw.get()).ok()).and_then(|m| m.meta);
+        match meta.map(RawValue::get) {
+            Some(meta) if !meta.starts_with('{') && meta != "null" => ErrorData::invalid_params(
+                "request _meta must be an object",
+                Some(serde_json::json!({ "missingMetadata": RequestMetaObject::DRAFT_REQUIRED_KEYS })),
+            ),
+            _ => ErrorData::invalid_params(format!("Invalid params: {e}"), None),
+        }
+    })
 }
 
 /// Parse optional params (a paginated list's).
@@ -418,6 +434,13 @@ impl CapsuleServer {
                 return Err(ErrorData::invalid_params(
                     format!("request _meta is missing or has malformed required fields: {}", missing.join(", ")),
                     Some(serde_json::json!({ "missingMetadata": missing })),
+                ));
+            }
+            if meta.log_level_is_malformed() {
+                return Err(ErrorData::invalid_params(
+                    "io.modelcontextprotocol/logLevel must be one of debug, info, notice, warning, error, \
+                     critical, alert, emergency",
+                    None,
                 ));
             }
         } else if peer.is_none() && method != "ping" {

@@ -15,7 +15,12 @@ pub trait MetaView {
     fn client_capabilities(&self) -> Option<ClientCapabilities>;
     fn progress_token(&self) -> Option<ProgressToken>;
     fn log_level(&self) -> Option<LoggingLevel>;
+    /// Whether `_meta` names a log level that is none (a 2026-07-28 request is refused).
+    fn log_level_is_malformed(&self) -> bool;
 }
+
+/// The `_meta` key of a 2026-07-28 request's log level.
+const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
 /// `_meta` borrowed from the request's text.
 #[derive(Deserialize, Default, Clone)]
@@ -72,6 +77,10 @@ impl MetaView for Meta<'_> {
     fn log_level(&self) -> Option<LoggingLevel> {
         decode(self.log_level)
     }
+
+    fn log_level_is_malformed(&self) -> bool {
+        self.log_level.is_some_and(|raw| raw.get() != "null" && self.log_level().is_none())
+    }
 }
 
 impl MetaView for RequestMetaObject {
@@ -89,6 +98,10 @@ impl MetaView for RequestMetaObject {
 
     fn log_level(&self) -> Option<LoggingLevel> {
         RequestMetaObject::log_level(self)
+    }
+
+    fn log_level_is_malformed(&self) -> bool {
+        self.get(LOG_LEVEL).is_some_and(|level| !level.is_null() && RequestMetaObject::log_level(self).is_none())
     }
 }
 
@@ -109,6 +122,13 @@ mod tests {
         assert_eq!(ours.log_level(), MetaView::log_level(&theirs));
         let malformed: Meta = serde_json::from_str(r#"{"io.modelcontextprotocol/protocolVersion":5}"#).unwrap();
         assert_eq!(malformed.protocol_version(), None);
+        for (level, bad) in [(r#""info""#, false), ("null", false), (r#""bogus""#, true), ("5", true)] {
+            let text = format!(r#"{{"io.modelcontextprotocol/logLevel":{level}}}"#);
+            let ours: Meta = serde_json::from_str(&text).unwrap();
+            let theirs: RequestMetaObject = serde_json::from_str(&text).unwrap();
+            assert_eq!((ours.log_level_is_malformed(), theirs.log_level_is_malformed()), (bad, bad), "{level}");
+        }
+        assert!(!Meta::default().log_level_is_malformed() && !RequestMetaObject::default().log_level_is_malformed());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use rmcp::ErrorData;
-use rmcp::model::{ProtocolVersion, RequestId};
+use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -96,6 +96,13 @@ struct Envelope<'a> {
     error: Option<&'a RawValue>,
 }
 
+/// Only a message's id, for answering one whose other fields are malformed.
+#[derive(Deserialize)]
+struct IdOnly {
+    #[serde(default)]
+    id: Option<RequestId>,
+}
+
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(deserializer).map(Some)
 }
@@ -166,7 +173,15 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
             Err(e) => Err(parse_error(e)),
         };
     }
-    let envelope: Envelope = serde_json::from_slice(bytes).map_err(parse_error)?;
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| {
+        // A field of the wrong type (`"method": 5`): the answer still names the request, if
+        // its id can be read.
+        let mut refusal = parse_error(e);
+        if refusal.error.code == ErrorCode::INVALID_REQUEST {
+            refusal.id = serde_json::from_slice::<IdOnly>(bytes).ok().and_then(|only| only.id);
+        }
+        refusal
+    })?;
     let id = match envelope.id {
         None => None,
         Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
@@ -289,6 +304,14 @@ mod tests {
         assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        // A field of the wrong type: the id is still echoed when it can be read.
+        assert_eq!(
+            code(single(r#"{"jsonrpc":"2.0","id":13,"method":5}"#).unwrap_err()),
+            (Some(RequestId::Number(13)), -32600)
+        );
+        let numeric_version = single(r#"{"jsonrpc":2.0,"id":"x","method":"ping"}"#).unwrap_err();
+        assert_eq!(code(numeric_version), (Some(RequestId::String("x".into())), -32600));
+        assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":[1],"method":5}"#).unwrap_err()), (None, -32600));
         let primitive = single(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":7}"#).unwrap_err();
         assert_eq!(code(primitive), (Some(RequestId::Number(2)), -32600));
         assert!(matches!(

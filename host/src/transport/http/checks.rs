@@ -1,7 +1,7 @@
 //! The checks every HTTP request passes before its body is read: the Host and Origin
 //! headers (DNS-rebinding protection), and what the client accepts and sends.
 
-use axum::http::header::{ACCEPT, AsHeaderName, CONTENT_ENCODING, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{ACCEPT, AsHeaderName, CONTENT_ENCODING, CONTENT_TYPE, HOST, ORIGIN, TRANSFER_ENCODING};
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, Uri};
 
@@ -223,6 +223,15 @@ pub fn is_identity(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Whether the body's framing is one hyper reads: no `Transfer-Encoding`, or `chunked`
+/// alone. hyper takes `gzip, chunked` as chunked and would hand on the still-compressed
+/// bytes; RFC 9112 (section 6.1) has a coding the server does not know answered 501.
+pub fn is_plain_framing(headers: &HeaderMap) -> bool {
+    headers.get_all(TRANSFER_ENCODING).iter().all(|value| {
+        value.to_str().is_ok_and(|v| v.split(',').all(|coding| coding.trim().eq_ignore_ascii_case("chunked")))
+    })
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -288,5 +297,9 @@ mod tests {
         assert!(is_identity(&headers(&[("content-encoding", "Identity")])));
         assert!(!is_identity(&headers(&[("content-encoding", "gzip")])));
         assert!(!is_identity(&headers(&[("content-encoding", "identity, br")])));
+        assert!(is_plain_framing(&headers(&[])));
+        assert!(is_plain_framing(&headers(&[("transfer-encoding", "Chunked")])));
+        assert!(!is_plain_framing(&headers(&[("transfer-encoding", "gzip, chunked")])));
+        assert!(!is_plain_framing(&headers(&[("transfer-encoding", "gzip"), ("transfer-encoding", "chunked")])));
     }
 }

@@ -23,8 +23,10 @@ pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> Re
         }
         Some(_) => {}
     }
+    // Of the methods that name something, these are 2026-07-28's; resources/subscribe and
+    // unsubscribe are not, and are answered as unknown methods.
     let key_is_name = method == "prompts/get";
-    let key_is_uri = matches!(method, "resources/read" | "resources/subscribe" | "resources/unsubscribe");
+    let key_is_uri = method == "resources/read";
     if !key_is_name && !key_is_uri {
         return Ok(());
     }
@@ -60,5 +62,9 @@ mod tests {
         assert_eq!(call, Ok(()));
         let list = check(&headers(&[("mcp-method", "tools/list")]), "tools/list", None);
         assert_eq!(list, Ok(()));
+        // A method 2026-07-28 removed is not asked for its name: it is unknown.
+        let uri = RawValue::from_string(json!({"uri": "a://b"}).to_string()).unwrap();
+        let removed = check(&headers(&[("mcp-method", "resources/subscribe")]), "resources/subscribe", Some(&uri));
+        assert_eq!(removed, Ok(()));
     }
 }

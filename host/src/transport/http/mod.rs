@@ -374,6 +374,9 @@ async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoi
     if !checks::is_identity(&parts.headers) {
         return text(415, "Unsupported Media Type: Content-Encoding is not supported");
     }
+    if !checks::is_plain_framing(&parts.headers) {
+        return text(501, "Not Implemented: Transfer-Encoding other than chunked is not supported");
+    }
     let limit = door.options.max_body_bytes;
     let body = match tokio::time::timeout(door.options.body_timeout, body::read(body, limit)).await {
         Ok(Ok(body)) => {
