@@ -148,7 +148,7 @@ impl CapsuleServer {
                     }
                     None => None,
                 };
-                Ok(Reply::Tool(ToolReply::new(result, structured, cx.links_supported())))
+                Ok(Reply::Tool(ToolReply::new(result, structured, cx.known())))
             }
             Ok(Rounds::Done(Err(error))) => failed(match error {
                 wit::Error::NotFound(m) | wit::Error::InvalidParams(m) | wit::Error::Failed(m) => m,
@@ -232,7 +232,7 @@ impl CapsuleServer {
         let op = PromptGet { name: &params.name, arguments: &arguments };
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
         match outcome {
-            Ok(Rounds::Done(Ok(result))) => Ok(convert::prompt_result(&result, cx.links_supported()).into()),
+            Ok(Rounds::Done(Ok(result))) => Ok(convert::prompt_result(&result, cx.known()).into()),
             Ok(Rounds::Done(Err(error))) => Err(plugin_error(error, |m| ErrorData::invalid_params(m, None))),
             Ok(Rounds::InputRequired(ir)) => Ok(ir.into()),
             Err(Failure::Protocol(error)) => Err(error),

@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use super::reply::Block;
+use super::reply::{Block, Known, audio_as_text, link_as_text};
 use crate::catalog::ToolEntry;
 use crate::runtime::types as wit;
 
@@ -83,20 +83,22 @@ pub fn resource_contents(c: &wit::ResourceContents) -> ResourceContents {
     }
 }
 
-/// A content block. Resource links arrived in 2025-06-18; older clients get them as text.
-pub fn content(c: &wit::Content, links_supported: bool) -> ContentBlock {
+/// A content block, as text where the client's revision does not know its kind (see
+/// [`Known`]).
+pub fn content(c: &wit::Content, known: Known) -> ContentBlock {
     match c {
         wit::Content::Text(text) => ContentBlock::text(text.clone()),
         wit::Content::Image(b) => ContentBlock::image(B64.encode(&b.data), b.mime_type.clone()),
+        wit::Content::Audio(b) if known < Known::Audio => ContentBlock::text(audio_as_text(&b.mime_type, b.data.len())),
         wit::Content::Audio(b) => ContentBlock::audio(B64.encode(&b.data), b.mime_type.clone()),
         wit::Content::Resource(r) => ContentBlock::resource(resource_contents(r)),
-        wit::Content::ResourceLink(l) if links_supported => {
+        wit::Content::ResourceLink(l) if known >= Known::Links => {
             let mut link = Resource::new(l.uri.clone(), l.name.clone());
             link.description = l.description.clone();
             link.mime_type = l.mime_type.clone();
             ContentBlock::resource_link(link)
         }
-        wit::Content::ResourceLink(l) => ContentBlock::text(format!("Resource: {} <{}>", l.name, l.uri)),
+        wit::Content::ResourceLink(l) => ContentBlock::text(link_as_text(&l.name, &l.uri)),
     }
 }
 
@@ -107,12 +109,9 @@ fn role(r: wit::Role) -> Role {
     }
 }
 
-pub fn prompt_result(result: &wit::PromptResult, links_supported: bool) -> GetPromptResult {
-    let messages = result
-        .messages
-        .iter()
-        .map(|m| PromptMessage::new(role(m.role), content(&m.content, links_supported)))
-        .collect();
+pub fn prompt_result(result: &wit::PromptResult, known: Known) -> GetPromptResult {
+    let messages =
+        result.messages.iter().map(|m| PromptMessage::new(role(m.role), content(&m.content, known))).collect();
     let mut out = GetPromptResult::new(messages);
     out.description = result.description.clone();
     out
@@ -169,7 +168,7 @@ fn role_name(r: wit::Role) -> &'static str {
 }
 
 fn content_json(content: &wit::Content) -> Value {
-    serde_json::to_value(Block { content, links_supported: true }).unwrap_or(Value::Null)
+    serde_json::to_value(Block { content, known: Known::Links }).unwrap_or(Value::Null)
 }
 
 /// Read a client's answer to an input request. The shape tells the kind: `action` for an

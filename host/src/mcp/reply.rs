@@ -37,34 +37,54 @@ impl Serialize for Reply {
     }
 }
 
+/// The content blocks a client's revision knows beyond 2024-11-05's text, image and
+/// embedded resource: audio arrived in 2025-03-26, resource links in 2025-06-18. A block the
+/// client does not know reaches it as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Known {
+    Original,
+    Audio,
+    Links,
+}
+
+/// What a client that knows no audio content reads in its place.
+pub fn audio_as_text(mime_type: &str, bytes: usize) -> String {
+    format!("[audio ({mime_type}, {bytes} bytes): audio content needs MCP 2025-03-26 or later]")
+}
+
+/// What a client that knows no resource links reads in place of one.
+pub fn link_as_text(name: &str, uri: &str) -> String {
+    format!("Resource: {name} <{uri}>")
+}
+
 /// A complete `tools/call` result.
 pub struct ToolReply {
     content: Vec<wit::Content>,
     structured: Option<Box<RawValue>>,
     is_error: bool,
-    links_supported: bool,
+    known: Known,
     /// 2026-07-28 results name their type (`"resultType": "complete"`); older ones do not.
     pub(super) typed: bool,
 }
 
 impl ToolReply {
     /// A plugin's result; `structured` is its structured content, already checked to be JSON.
-    pub fn new(result: wit::ToolResult, structured: Option<Box<RawValue>>, links_supported: bool) -> Self {
-        ToolReply { content: result.content, structured, is_error: result.is_error, links_supported, typed: false }
+    pub fn new(result: wit::ToolResult, structured: Option<Box<RawValue>>, known: Known) -> Self {
+        ToolReply { content: result.content, structured, is_error: result.is_error, known, typed: false }
     }
 
-    /// A tool error the client reads as text (`isError: true`).
     /// Whether the tool reported an error (`isError`).
     pub fn is_error(&self) -> bool {
         self.is_error
     }
 
+    /// A tool error the client reads as text (`isError: true`).
     pub fn error(message: String) -> Self {
         ToolReply {
             content: vec![wit::Content::Text(message)],
             structured: None,
             is_error: true,
-            links_supported: false,
+            known: Known::Original,
             typed: false,
         }
     }
@@ -76,7 +96,7 @@ impl Serialize for ToolReply {
         if self.typed {
             map.serialize_entry("resultType", "complete")?;
         }
-        map.serialize_entry("content", &Blocks(&self.content, self.links_supported))?;
+        map.serialize_entry("content", &Blocks(&self.content, self.known))?;
         if let Some(structured) = &self.structured {
             map.serialize_entry("structuredContent", structured)?;
         }
@@ -95,13 +115,13 @@ pub fn wire_json(text: String) -> Result<Box<RawValue>, serde_json::Error> {
 }
 
 /// Content blocks in MCP's wire form.
-struct Blocks<'a>(&'a [wit::Content], bool);
+struct Blocks<'a>(&'a [wit::Content], Known);
 
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
         for content in self.0 {
-            seq.serialize_element(&Block { content, links_supported: self.1 })?;
+            seq.serialize_element(&Block { content, known: self.1 })?;
         }
         seq.end()
     }
@@ -110,7 +130,7 @@ impl Serialize for Blocks<'_> {
 /// One content block. Resource links arrived in 2025-06-18; older clients get them as text.
 pub struct Block<'a> {
     pub content: &'a wit::Content,
-    pub links_supported: bool,
+    pub known: Known,
 }
 
 impl Serialize for Block<'_> {
@@ -120,6 +140,10 @@ impl Serialize for Block<'_> {
             wit::Content::Text(text) => {
                 map.serialize_entry("type", "text")?;
                 map.serialize_entry("text", text)?;
+            }
+            wit::Content::Audio(binary) if self.known < Known::Audio => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", &audio_as_text(&binary.mime_type, binary.data.len()))?;
             }
             wit::Content::Image(binary) | wit::Content::Audio(binary) => {
                 let kind = if matches!(self.content, wit::Content::Image(_)) { "image" } else { "audio" };
@@ -131,7 +155,7 @@ impl Serialize for Block<'_> {
                 map.serialize_entry("type", "resource")?;
                 map.serialize_entry("resource", &Contents(contents))?;
             }
-            wit::Content::ResourceLink(link) if self.links_supported => {
+            wit::Content::ResourceLink(link) if self.known >= Known::Links => {
                 map.serialize_entry("type", "resource_link")?;
                 map.serialize_entry("uri", &link.uri)?;
                 map.serialize_entry("name", &link.name)?;
@@ -144,7 +168,7 @@ impl Serialize for Block<'_> {
             }
             wit::Content::ResourceLink(link) => {
                 map.serialize_entry("type", "text")?;
-                map.serialize_entry("text", &format_args!("Resource: {} <{}>", link.name, link.uri))?;
+                map.serialize_entry("text", &link_as_text(&link.name, &link.uri))?;
             }
         }
         map.end()
@@ -218,11 +242,13 @@ mod tests {
             wit::Content::ResourceLink(link),
         ];
         let structured = r#"{"n": 1, "s": "x"}"#;
-        for (links_supported, is_error, typed) in [(true, false, false), (false, true, true)] {
+        for (known, is_error, typed) in
+            [(Known::Links, false, false), (Known::Audio, true, true), (Known::Original, false, false)]
+        {
             let result =
                 wit::ToolResult { content: content.clone(), structured_content: Some(structured.into()), is_error };
             let expected = {
-                let blocks = content.iter().map(|c| convert::content(c, links_supported)).collect();
+                let blocks = content.iter().map(|c| convert::content(c, known)).collect();
                 let mut model = if is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
                 model.structured_content = Some(serde_json::from_str(structured).unwrap());
                 if !typed {
@@ -231,10 +257,18 @@ mod tests {
                 serde_json::to_value(model).unwrap()
             };
             let raw = RawValue::from_string(structured.into()).unwrap();
-            let mut reply = ToolReply::new(result, Some(raw), links_supported);
+            let mut reply = ToolReply::new(result, Some(raw), known);
             reply.typed = typed;
             let written: Value = serde_json::from_slice(&serde_json::to_vec(&reply).unwrap()).unwrap();
             assert_eq!(written, expected);
+            let kinds: Vec<&str> =
+                written["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+            let (audio, link) = match known {
+                Known::Links => ("audio", "resource_link"),
+                Known::Audio => ("audio", "text"),
+                Known::Original => ("text", "text"),
+            };
+            assert_eq!(kinds, ["text", "image", audio, "resource", "resource", link], "{known:?}");
         }
     }
 

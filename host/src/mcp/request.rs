@@ -17,6 +17,7 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::reply::Known;
 use crate::auth::Principal;
 use crate::auth::scope::Kind;
 
@@ -181,9 +182,15 @@ impl RequestCx {
         self.at_least(&ProtocolVersion::V_2026_07_28)
     }
 
-    /// Resource links in content arrived with 2025-06-18.
-    pub fn links_supported(&self) -> bool {
-        self.at_least(&ProtocolVersion::V_2025_06_18)
+    /// The content blocks the client's revision knows.
+    pub fn known(&self) -> Known {
+        if self.at_least(&ProtocolVersion::V_2025_06_18) {
+            Known::Links
+        } else if self.at_least(&ProtocolVersion::V_2025_03_26) {
+            Known::Audio
+        } else {
+            Known::Original
+        }
     }
 
     fn at_least(&self, version: &ProtocolVersion) -> bool {
