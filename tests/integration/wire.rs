@@ -585,6 +585,17 @@ impl RawEvents {
     }
 }
 
+/// Answer the elicitation request `asked` (the data of an event carrying the conformance
+/// plugin's `test_elicitation` question) with an accepted form, as its client.
+async fn accept_elicitation(client: &Client, asked: &str) {
+    let request: serde_json::Value = serde_json::from_str(asked).unwrap();
+    let answer = client
+        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+}
+
 /// A session with misfit, subscribed to the URI its `announce` tool announces.
 async fn announcing_session(server: &Server) -> Client {
     let mut client = Client::new(&server.url);
@@ -693,12 +704,7 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
     assert_ne!(first, asked_id);
     // The connection breaks; the client answers the question and resumes after it.
     drop(post);
-    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
-    let answer = client
-        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
-            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
-        .await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
+    accept_elicitation(&client, &asked.data).await;
     // From the priming id, the stream again from its start; that connection breaks too.
     let mut again = RawEvents::open(&client, Some(&first)).await;
     assert_eq!(again.next(quiet).await.and_then(|e| e.id), Some(asked_id.clone()));
@@ -718,12 +724,7 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
     assert!(post.next(quiet).await.expect("a priming event").retry);
     let asked = post.next(quiet).await.expect("the elicitation request");
     let mut resumed = RawEvents::open(&client, Some(&asked.id.expect("an id"))).await;
-    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
-    let answer = client
-        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
-            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
-        .await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
+    accept_elicitation(&client, &asked.data).await;
     let result = resumed.next(quiet).await.expect("the answer, on the stream that took over");
     assert!(result.data.contains("\"id\":8") && result.data.contains("\"result\""), "{}", result.data);
     assert!(post.next(quiet).await.is_none(), "the stream taken over ends without the answer");
@@ -1042,12 +1043,8 @@ async fn idle_sessions_end_and_open_streams_keep_theirs() {
     assert_eq!(gone.status, 404, "an idle session ends: {}", gone.body);
     let kept = watching.request(1, "tools/list", json!({})).await;
     assert!(kept.get("result").is_some(), "a session with its stream open is not idle: {kept}");
-    let request: serde_json::Value = serde_json::from_str(&asked.data).unwrap();
-    let answer = asking
-        .post(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {
-            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}))
-        .await;
-    assert_eq!(answer.status, 202, "a session answering a request is not idle: {}", answer.body);
+    // A session answering a request is not idle: the answer finds it.
+    accept_elicitation(&asking, &asked.data).await;
     let result = post.next(quiet).await.expect("the answer");
     assert!(result.data.contains("\"id\":7") && result.data.contains("\"result\""), "{}", result.data);
 }
