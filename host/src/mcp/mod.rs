@@ -165,6 +165,11 @@ impl CapsuleServer {
         self.shared.published.first_load(FIRST_LOAD_WAIT).await;
     }
 
+    /// Whether a request of this session is running (see [`InFlight`]).
+    pub fn is_answering(&self) -> bool {
+        self.session.is_answering()
+    }
+
     /// Note a request of this session as running (see [`InFlight`]).
     pub fn begin(&self, id: &rmcp::model::RequestId) -> InFlight {
         self.session.begin(id)

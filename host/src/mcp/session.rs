@@ -57,6 +57,11 @@ impl SessionState {
         InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
     }
 
+    /// Whether a request of this session is running.
+    pub fn is_answering(&self) -> bool {
+        !self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
     /// Cancel the running request(s) with this id, if any.
     pub fn cancel(&self, id: &RequestId) {
         if let Some((token, _)) = self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).get(id) {

@@ -85,11 +85,9 @@ impl Allowed {
         }
         // A user agent sends one Origin (RFC 6454, section 7.3): with more, which one a
         // browser meant cannot be told, so none is trusted.
-        let mut origins = headers.get_all(ORIGIN).iter();
-        let Some(origin) = origins.next() else { return Ok(()) };
-        if origins.next().is_some() {
-            return Err((403, "Forbidden: more than one Origin header"));
-        }
+        let origin =
+            at_most_once(headers, ORIGIN).map_err(|Repeated| (403, "Forbidden: more than one Origin header"))?;
+        let Some(origin) = origin else { return Ok(()) };
         let origin = origin.to_str().map_err(|_| (403, "Forbidden: Invalid Origin header encoding"))?;
         let origin = Origin::parse(origin).ok_or((403, "Forbidden: Invalid Origin header"))?;
         if !self.origins.iter().any(|entry| origin.matches(entry)) {
@@ -218,17 +216,21 @@ pub fn is_json(headers: &HeaderMap) -> bool {
 /// Whether the body comes as it is: no `Content-Encoding`, or only `identity`. Capsule
 /// decompresses nothing, so a compressed body would otherwise read as malformed JSON.
 pub fn is_identity(headers: &HeaderMap) -> bool {
-    headers.get_all(CONTENT_ENCODING).iter().all(|value| {
-        value.to_str().is_ok_and(|v| v.split(',').all(|coding| coding.trim().eq_ignore_ascii_case("identity")))
-    })
+    only_coding(headers, CONTENT_ENCODING, "identity")
 }
 
 /// Whether the body's framing is one hyper reads: no `Transfer-Encoding`, or `chunked`
 /// alone. hyper takes `gzip, chunked` as chunked and would hand on the still-compressed
 /// bytes; RFC 9112 (section 6.1) has a coding the server does not know answered 501.
 pub fn is_plain_framing(headers: &HeaderMap) -> bool {
-    headers.get_all(TRANSFER_ENCODING).iter().all(|value| {
-        value.to_str().is_ok_and(|v| v.split(',').all(|coding| coding.trim().eq_ignore_ascii_case("chunked")))
+    only_coding(headers, TRANSFER_ENCODING, "chunked")
+}
+
+/// Whether every coding the `name` headers list (comma-separated, any number of them) is
+/// `coding`; true when there is none.
+fn only_coding(headers: &HeaderMap, name: impl AsHeaderName, coding: &str) -> bool {
+    headers.get_all(name).iter().all(|value| {
+        value.to_str().is_ok_and(|v| v.split(',').all(|listed| listed.trim().eq_ignore_ascii_case(coding)))
     })
 }
 

@@ -178,21 +178,23 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             let in_flight = session.server.begin(&id);
-            let working = session.working();
             let origin = sender.origin(session);
             let front =
                 Front { origin, id, link, cancelled: in_flight.token().clone(), declared: None, mirrored: None };
-            let (server, method, params) = (session.server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
+            let (session, method, params) = (session.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
                 Box::pin(async move {
-                    let _marks = (in_flight, working);
-                    Some(match server.request(&method, params.as_deref(), &front).await {
+                    let _in_flight = in_flight;
+                    let written = match session.server.request(&method, params.as_deref(), &front).await {
                         Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
                         Err(error) => Written {
                             message: jsonrpc::error(Some(&front.id), &error),
                             needed_scope: exchange::needed_scope(&error),
                         },
-                    })
+                    };
+                    // The session was not idle while it answered; its idle time starts now.
+                    session.touch();
+                    Some(written)
                 }),
                 notes,
             )

@@ -49,9 +49,6 @@ pub struct Session {
     /// Milliseconds since it opened, at the last sign of the client or the end of the last
     /// request it was answered.
     seen: AtomicU64,
-    /// Requests being answered now: a session answering one is not idle, however long it
-    /// takes.
-    working: AtomicUsize,
     /// Fires when the session ends (DELETE, expiry, shutdown).
     pub ended: CancellationToken,
     /// Its POST streams that can be resumed (2025-11-25 and later).
@@ -138,33 +135,19 @@ impl Session {
         u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn touch(&self) {
+    /// Mark the client as seen now: idle time counts from here.
+    pub fn touch(&self) {
         self.seen.store(self.now(), Ordering::Relaxed);
     }
 
+    /// How long the session has been idle: not at all while it answers a request, however
+    /// long that takes, or while its GET stream is open.
     fn idle_for(&self) -> Duration {
         let open = self.events.lock().unwrap_or_else(|e| e.into_inner()).streams_open;
-        if open > 0 || self.working.load(Ordering::Relaxed) > 0 {
+        if open > 0 || self.server.is_answering() {
             return Duration::ZERO;
         }
         Duration::from_millis(self.now().saturating_sub(self.seen.load(Ordering::Relaxed)))
-    }
-
-    /// Count a request as being answered until the returned mark drops; the session's idle
-    /// time starts again from then.
-    pub fn working(self: &Arc<Self>) -> Working {
-        self.working.fetch_add(1, Ordering::Relaxed);
-        Working(self.clone())
-    }
-}
-
-/// A request of a session being answered (see [`Session::working`]).
-pub struct Working(Arc<Session>);
-
-impl Drop for Working {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0.working.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -367,7 +350,6 @@ impl SessionTable {
             events: Mutex::default(),
             wake: Notify::new(),
             seen: AtomicU64::new(0),
-            working: AtomicUsize::new(0),
             ended: ended.clone(),
             posts: PostStreams::new(ended),
             opened: Instant::now(),
