@@ -309,6 +309,12 @@ impl Plugin {
         Ok(plugin)
     }
 
+    /// What its calls' sandboxes are built from, for the spare instances' tests.
+    #[cfg(test)]
+    pub(crate) fn blueprint(&self) -> &Arc<Blueprint> {
+        &self.sandbox
+    }
+
     /// This plugin's compiled component and lists, run in this sandbox, with these call slots
     /// and instance reservation.
     fn sandboxed(&self, sandbox: Arc<Blueprint>, slots: Arc<Semaphore>, reservation: Arc<Reservation>) -> Plugin {

@@ -28,9 +28,11 @@
 //! thread instead: one at a time, kept in the version's own slot, and taken by its next call
 //! on any worker, which queues the next build at once so that it is made while that call
 //! runs. These are the interpreter-carrying components (Python, JavaScript, Go), where an
-//! instantiation is 0.2-1 ms of a 1-3 ms call. The thread's builds may take up to the
-//! plugin's CPU budget (an instantiation that needs more could serve no call) and are
-//! charged their CPU time, since the thread may be preempted for any while.
+//! instantiation is 0.2-1 ms of a 1-3 ms call. A version paused only because its workers were
+//! preempted while building goes back to them as soon as the thread builds it in under half
+//! the limit of CPU time. The thread's builds may take up to the plugin's CPU budget (an
+//! instantiation that needs more could serve no call) and are charged their CPU time, since
+//! the thread may be preempted for any while.
 //!
 //! Each worker keeps at most one spare, each version at most one built ahead, and the
 //! engine at most `spare_instances` in all: its pool has that many slots beyond
@@ -435,7 +437,13 @@ impl Blueprint {
                 None
             }
             Poll::Ready(Ok(instance)) => {
-                if builder == Builder::Worker {
+                // A build the prebuild thread made in under half the limit of CPU time would
+                // have fitted an idle worker's turn: the worker builds that paused this
+                // version were preempted, not slow. The pause ends, so that a version of
+                // short calls goes back to its workers' idle builds instead of waking this
+                // thread for every call (a context switch a call, which on a guest with slow
+                // wake-ups cost more than the build).
+                if builder == Builder::Worker || cost < BUILD_LIMIT / 2 {
                     self.slow.record(false, started + cost);
                 }
                 store.data_mut().detach_clock();
@@ -481,6 +489,7 @@ pub fn worker_idle() {
 mod tests {
     use std::sync::Arc;
 
+    use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
     use super::{SLOW_PAUSE, SlowBuilds, worker_idle};
@@ -593,6 +602,38 @@ mod tests {
                 assert!(Instant::now() < deadline, "the spare outlived its version");
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
+        });
+    }
+
+    /// Worker builds that were slow only because their thread was preempted pause a version
+    /// of short calls; the prebuild thread then builds its next instance, finds that it
+    /// takes little CPU time, and ends the pause, so that the version's calls go back to
+    /// their workers' idle builds instead of waking that thread each.
+    #[test]
+    fn a_pause_ends_when_the_prebuild_thread_builds_fast() {
+        let thread = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        thread.block_on(async {
+            let (runtime, plugin) = calc_runtime().await;
+            let blueprint = plugin.blueprint().clone();
+            let now = Instant::now();
+            blueprint.slow.record(true, now);
+            assert!(blueprint.slow.record(true, now), "two preempted builds pause it");
+            add(&plugin).await;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !blueprint.ahead_ready.load(Ordering::Acquire) {
+                assert!(Instant::now() < deadline, "the paused version's next instance was not built ahead");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            assert!(blueprint.slow.allow(Instant::now()), "a build that fast ends the pause");
+            add(&plugin).await;
+            assert_eq!(prebuilt(&runtime), 1, "the call took the instance built ahead");
+            assert!(
+                !blueprint.ahead_queued.load(Ordering::Acquire) && !blueprint.ahead_ready.load(Ordering::Acquire),
+                "a short call's end queues nothing on the prebuild thread once the pause is over"
+            );
+            worker_idle();
+            add(&plugin).await;
+            assert_eq!(prebuilt(&runtime), 2, "the worker's idle build served the next call");
         });
     }
 
