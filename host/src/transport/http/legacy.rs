@@ -172,6 +172,16 @@ struct Written {
     needed_scope: Option<String>,
 }
 
+/// Restarts its session's idle time when a request's work ends, answered or dropped (its
+/// connection gone): the session was not idle while it answered, however long that took.
+struct Answered(Arc<Session>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.touch();
+    }
+}
+
 /// Take one message: notifications and answers at once, a request as work to run.
 fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> OneOf {
     match message {
@@ -184,17 +194,16 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
             let (session, method, params) = (session.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
                 Box::pin(async move {
-                    let _in_flight = in_flight;
-                    let written = match session.server.request(&method, params.as_deref(), &front).await {
+                    // Touched before the request leaves the in-flight map, so that no expiry
+                    // sweep between sees it neither answering nor freshly seen.
+                    let _marks = (Answered(session.clone()), in_flight);
+                    Some(match session.server.request(&method, params.as_deref(), &front).await {
                         Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
                         Err(error) => Written {
                             message: jsonrpc::error(Some(&front.id), &error),
                             needed_scope: exchange::needed_scope(&error),
                         },
-                    };
-                    // The session was not idle while it answered; its idle time starts now.
-                    session.touch();
-                    Some(written)
+                    })
                 }),
                 notes,
             )
