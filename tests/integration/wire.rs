@@ -1048,3 +1048,31 @@ async fn idle_sessions_end_and_open_streams_keep_theirs() {
     let result = post.next(quiet).await.expect("the answer");
     assert!(result.data.contains("\"id\":7") && result.data.contains("\"result\""), "{}", result.data);
 }
+
+#[tokio::test]
+async fn a_request_longer_than_the_idle_limit_restarts_it_when_it_ends() {
+    use std::time::{Duration, Instant};
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let server = Server::http(&[
+        "--session-idle",
+        "3",
+        "--call-timeout",
+        "4000",
+        "--no-watch",
+        "--plugin",
+        hostile.to_str().unwrap(),
+    ]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    // The client hangs up on a call that runs past the idle limit until the wall clock
+    // stops it; the session was answering all along, so its idle time starts at the end.
+    let started = Instant::now();
+    let call = client.spawn_call(7, "stall", json!({}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    call.abort();
+    // Expiry sweeps run every second: one has run since the call ended (at 4s), and the
+    // session has been idle for less than 3s since then.
+    tokio::time::sleep(Duration::from_millis(5600).saturating_sub(started.elapsed())).await;
+    let kept = client.post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})).await;
+    assert_eq!(kept.status, 200, "idle for less than 3s since its call ended: {}", kept.body);
+}

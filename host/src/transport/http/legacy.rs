@@ -172,8 +172,9 @@ struct Written {
     needed_scope: Option<String>,
 }
 
-/// Restarts its session's idle time when a request's work ends, answered or dropped (its
-/// connection gone): the session was not idle while it answered, however long that took.
+/// Restarts its session's idle time when a request's work ends, however it ends (answered,
+/// or unwound by a panic): the session was not idle while it answered, however long that
+/// took. A client that hangs up does not end the work early: it runs on a task of its own.
 struct Answered(Arc<Session>);
 
 impl Drop for Answered {
