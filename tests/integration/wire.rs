@@ -1076,3 +1076,24 @@ async fn a_request_longer_than_the_idle_limit_restarts_it_when_it_ends() {
     let kept = client.post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})).await;
     assert_eq!(kept.status, 200, "idle for less than 3s since its call ended: {}", kept.body);
 }
+
+#[tokio::test]
+async fn a_get_stream_open_past_the_idle_limit_restarts_it_when_it_closes() {
+    use std::time::{Duration, Instant};
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--session-idle", "2", "--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let started = Instant::now();
+    let mut stream = RawEvents::open(&client, None).await;
+    assert!(stream.next(Duration::from_secs(1)).await.is_some(), "the priming event");
+    // The stream stays open past the idle limit, then its connection closes (a network blip
+    // before the client reconnects): the session was not idle until then.
+    tokio::time::sleep(Duration::from_millis(3500).saturating_sub(started.elapsed())).await;
+    drop(stream);
+    // Expiry sweeps run every second: one has run since the stream closed, and the session
+    // has been idle for less than 2s since then.
+    tokio::time::sleep(Duration::from_millis(5000).saturating_sub(started.elapsed())).await;
+    let kept = client.post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})).await;
+    assert_eq!(kept.status, 200, "idle for less than 2s since its stream closed: {}", kept.body);
+}

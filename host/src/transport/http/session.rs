@@ -151,11 +151,15 @@ impl Session {
     }
 }
 
-/// Counts a GET stream as open while it lives.
+/// Counts a GET stream as open while it lives. When it ends, the session's idle time restarts:
+/// it was not idle while the stream was open, however long that was.
 struct StreamOpen(Arc<Session>);
 
 impl Drop for StreamOpen {
     fn drop(&mut self) {
+        // Touched before the stream stops counting, so that no expiry sweep between sees the
+        // session neither streaming nor freshly seen.
+        self.0.touch();
         let mut ring = self.0.events.lock().unwrap_or_else(|e| e.into_inner());
         ring.streams_open = ring.streams_open.saturating_sub(1);
     }
