@@ -886,6 +886,51 @@ async fn slow_headers_and_slow_bodies_are_cut_off() {
 }
 
 #[tokio::test]
+async fn a_request_refused_for_its_headers_is_answered_once_its_body_is_in() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::http(&[]);
+    let json = "Content-Type: application/json\r\n";
+    let refusals = [
+        ("/mcp", "Content-Type: text/plain\r\n".to_owned(), "415"),
+        ("/mcp", format!("Origin: http://evil.example\r\n{json}"), "403"),
+        ("/mcp", format!("MCP-Protocol-Version: 2025-06-18\r\nMCP-Protocol-Version: 2025-06-18\r\n{json}"), "400"),
+        ("/elsewhere", json.to_owned(), "404"),
+    ];
+    for (target, extra, status) in refusals {
+        let body = vec![b' '; 2 << 20];
+        let mut stream = raw_connection(&server).await;
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: localhost\r\n{extra}Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        // In pieces, as over a slow uplink: the refusal is ready long before the body is in.
+        // A server that answered and closed at once would reset the connection mid-body.
+        for piece in body.chunks(64 << 10) {
+            let sent = stream.write_all(piece).await;
+            sent.unwrap_or_else(|e| panic!("{status} {target}: the server stopped reading the body: {e}"));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut answer = vec![0; 1024];
+        let read = stream.read(&mut answer).await.unwrap_or_else(|e| panic!("{status} {target}: {e}"));
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status}")), "{target}: {answer}");
+    }
+    // A client that waits for `100 Continue` before its body is refused at once instead.
+    let mut waiting = raw_connection(&server).await;
+    let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nAccept: application/json, text/event-stream\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n";
+    waiting.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0; 1024];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), waiting.read(&mut answer)).await;
+    let read = read.expect("answered without the body").unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer[..read]).starts_with("HTTP/1.1 415"),
+        "{}",
+        String::from_utf8_lossy(&answer[..read])
+    );
+}
+
+#[tokio::test]
 async fn oversized_heads_and_cut_short_bodies_are_refused() {
     use tokio::io::AsyncWriteExt;
     let server = Server::http(&["--max-header-bytes", "16384"]);
@@ -910,13 +955,12 @@ async fn oversized_heads_and_cut_short_bodies_are_refused() {
     let answer = read_until_closed(&mut huge, std::time::Duration::from_secs(5)).await.unwrap_or_default();
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered after {:?}", started.elapsed());
-    // A transfer coding other than chunked is not one the server knows: 501.
+    // A transfer coding other than chunked is not one the server knows: 501. (The client does
+    // not half-close: like any request answered after its body is read, the refusal would be
+    // lost with the connection hyper ends at end of input.)
     let mut coded = raw_connection(&server).await;
-    coded
-        .write_all(format!("{head}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    coded.shutdown().await.unwrap();
+    let request = format!("{head}Connection: close\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n");
+    coded.write_all(request.as_bytes()).await.unwrap();
     let answer = read_until_closed(&mut coded, std::time::Duration::from_secs(5)).await.unwrap_or_default();
     assert!(answer.starts_with("HTTP/1.1 501"), "{answer}");
     // Heads under the limit are served.

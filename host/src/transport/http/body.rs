@@ -2,7 +2,8 @@
 //! to its end and dropped, up to [`DRAIN_FACTOR`] times the limit, before it is refused: a
 //! server that answers and closes while the client is still sending resets the connection,
 //! and the client may never read its `413`. A `Content-Length` beyond that is refused at
-//! once, without reading anything.
+//! once, without reading anything. The body of a request refused for its headers is drained
+//! the same way ([`drain`]), so its client reads that refusal too.
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -53,6 +54,22 @@ pub async fn read(mut body: Body, limit: usize) -> Result<Bytes, Refused> {
         (true, _) => Err(Refused::TooLarge),
         (false, Some(only)) => Ok(only),
         (false, None) => Ok(joined.freeze()),
+    }
+}
+
+/// Read a body the server will not use to its end, dropping it, up to [`DRAIN_FACTOR`] times
+/// `limit`; a longer one is left unread (the connection then closes).
+pub async fn drain(mut body: Body, limit: usize) {
+    let drain = limit.saturating_mul(DRAIN_FACTOR);
+    if http_body::Body::size_hint(&body).lower() > drain as u64 {
+        return;
+    }
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        seen = seen.saturating_add(frame.data_ref().map_or(0, Bytes::len));
+        if seen > drain {
+            return;
+        }
     }
 }
 

@@ -207,10 +207,21 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
     Router::new()
         .route("/mcp", any(by_host))
         .route("/t/{tenant}/mcp", any(by_path))
-        .route("/.well-known/oauth-protected-resource", get(auth::metadata_by_host))
-        .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host))
-        .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path))
+        .route("/.well-known/oauth-protected-resource", get(auth::metadata_by_host).fallback(not_get))
+        .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host).fallback(not_get))
+        .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path).fallback(not_get))
+        .fallback(no_such_path)
         .with_state(door)
+}
+
+/// Any other path: 404, once the body is read (see `unread`).
+async fn no_such_path(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
+    unread(&door.options, request, text(404, "Not Found")).await
+}
+
+/// The metadata documents asked for with another method than GET or HEAD.
+async fn not_get(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
+    unread(&door.options, request, method_not_allowed("GET, HEAD")).await
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
@@ -283,11 +294,11 @@ fn known(version: &str) -> bool {
 async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
     if let Some(refused) = checked(&door, &set, &request) {
-        return refused;
+        return unread(&door.options, request, refused).await;
     }
     match by_host_name(&set, &request) {
         Some(tenant) => handle(&door, tenant, request).await,
-        None => text(404, "Not Found: no such tenant"),
+        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
     }
 }
 
@@ -304,11 +315,11 @@ fn by_host_name<'a>(set: &'a TenantSet, request: &Request) -> Option<&'a Arc<Ten
 async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, request: Request) -> Response {
     let set = door.tenants.current();
     if let Some(refused) = checked(&door, &set, &request) {
-        return refused;
+        return unread(&door.options, request, refused).await;
     }
     match set.tenants.get(id.as_str()) {
         Some(tenant) => handle(&door, tenant, request).await,
-        None => text(404, "Not Found: no such tenant"),
+        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
     }
 }
 
@@ -329,54 +340,107 @@ async fn handle(door: &FrontDoor, tenant: &Arc<Tenant>, request: Request) -> Res
 }
 
 async fn serve_request(door: &FrontDoor, tenant: &Arc<Tenant>, endpoint: &Endpoint, request: Request) -> Response {
+    match before_body(tenant, endpoint, request.method(), request.headers()).await {
+        Headed::Post(post) => serve_body(door, tenant, endpoint, request, post).await,
+        Headed::Answered(answer) => unread(&door.options, request, answer).await,
+    }
+}
+
+/// What a request's method and headers decide before its body is read.
+enum Headed {
+    /// A POST to read and serve.
+    Post(Post),
+    /// The whole answer: a refusal, a GET stream, a DELETE.
+    Answered(Response),
+}
+
+/// A POST's caller and the revision it declares.
+struct Post {
+    caller: legacy::Caller,
+    modern: Option<String>,
+    unknown: Option<String>,
+}
+
+async fn before_body(
+    tenant: &Arc<Tenant>,
+    endpoint: &Endpoint,
+    method: &Method,
+    headers: &axum::http::HeaderMap,
+) -> Headed {
     // Every request is authenticated on its own, before its body is read.
     let caller = match &tenant.auth {
         None => None,
-        Some(auth) => match auth.authenticate(request.headers()).await {
+        Some(auth) => match auth.authenticate(headers).await {
             Ok(principal) => Some(principal),
-            Err(error) => return auth::unauthorized(auth, tenant, &error),
+            Err(error) => return Headed::Answered(auth::unauthorized(auth, tenant, &error)),
         },
     };
-    let declared = match declared(request.headers()) {
+    let declared = match declared(headers) {
         Ok(declared) => declared,
-        Err(reason) => return text(400, reason),
+        Err(reason) => return Headed::Answered(text(400, reason)),
     };
     let modern = declared
         .filter(|(version, _)| *version >= ProtocolVersion::V_2026_07_28.as_str())
         .map(|(version, _)| version.to_owned());
     let unknown = declared.filter(|(_, known)| !known).map(|(version, _)| version.to_owned());
-    match *request.method() {
+    match *method {
         // An unknown revision is answered by the 2026-07-28 path, whose error names the
         // supported ones and carries the request's id (-32022); a legacy client gets the 400
         // its revision asks for either way.
         Method::POST => {}
         Method::GET | Method::DELETE if unknown.is_some() => {
-            return text(400, "Bad Request: Unsupported MCP-Protocol-Version");
+            return Headed::Answered(text(400, "Bad Request: Unsupported MCP-Protocol-Version"));
         }
         // A 2026-07-28 client has no session, so no stream of its own and nothing to end.
-        Method::GET | Method::DELETE if modern.is_some() => return method_not_allowed("POST"),
+        Method::GET | Method::DELETE if modern.is_some() => return Headed::Answered(method_not_allowed("POST")),
         Method::GET => {
-            if !checks::accepts(request.headers(), &["text/event-stream"]) {
-                return text(406, "Not Acceptable: Client must accept text/event-stream");
+            if !checks::accepts(headers, &["text/event-stream"]) {
+                return Headed::Answered(text(406, "Not Acceptable: Client must accept text/event-stream"));
             }
-            return legacy::get(&endpoint.sessions, request.headers(), &caller);
+            return Headed::Answered(legacy::get(&endpoint.sessions, headers, &caller));
         }
-        Method::DELETE => return legacy::delete(&endpoint.sessions, request.headers(), &caller),
-        _ => return method_not_allowed("GET, POST, DELETE"),
+        Method::DELETE => return Headed::Answered(legacy::delete(&endpoint.sessions, headers, &caller)),
+        _ => return Headed::Answered(method_not_allowed("GET, POST, DELETE")),
     }
+    if !checks::accepts(headers, &["application/json", "text/event-stream"]) {
+        return Headed::Answered(text(
+            406,
+            "Not Acceptable: Client must accept both application/json and text/event-stream",
+        ));
+    }
+    if !checks::is_json(headers) {
+        return Headed::Answered(text(415, "Unsupported Media Type: Content-Type must be application/json"));
+    }
+    if !checks::is_identity(headers) {
+        return Headed::Answered(text(415, "Unsupported Media Type: Content-Encoding is not supported"));
+    }
+    if !checks::is_plain_framing(headers) {
+        return Headed::Answered(text(501, "Not Implemented: Transfer-Encoding other than chunked is not supported"));
+    }
+    Headed::Post(Post { caller, modern, unknown })
+}
+
+/// Answer a request whose body the server does not use once that body is read and dropped
+/// (`body::drain`), so a client still sending it reads the answer rather than a reset. A
+/// client that waits for `100 Continue` before sending its body is answered at once.
+async fn unread(options: &HttpOptions, request: Request, answer: Response) -> Response {
     let (parts, body) = request.into_parts();
-    if !checks::accepts(&parts.headers, &["application/json", "text/event-stream"]) {
-        return text(406, "Not Acceptable: Client must accept both application/json and text/event-stream");
+    let waits = parts.headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !waits && !http_body::Body::is_end_stream(&body) {
+        let _ = tokio::time::timeout(options.body_timeout, body::drain(body, options.max_body_bytes)).await;
     }
-    if !checks::is_json(&parts.headers) {
-        return text(415, "Unsupported Media Type: Content-Type must be application/json");
-    }
-    if !checks::is_identity(&parts.headers) {
-        return text(415, "Unsupported Media Type: Content-Encoding is not supported");
-    }
-    if !checks::is_plain_framing(&parts.headers) {
-        return text(501, "Not Implemented: Transfer-Encoding other than chunked is not supported");
-    }
+    answer
+}
+
+/// Read a POST's body within its limits and serve it.
+async fn serve_body(
+    door: &FrontDoor,
+    tenant: &Arc<Tenant>,
+    endpoint: &Endpoint,
+    request: Request,
+    Post { caller, modern, unknown }: Post,
+) -> Response {
+    let (parts, body) = request.into_parts();
     let limit = door.options.max_body_bytes;
     let body = match tokio::time::timeout(door.options.body_timeout, body::read(body, limit)).await {
         Ok(Ok(body)) => {
