@@ -8,6 +8,7 @@ mod bad_input;
 mod battery;
 mod clients;
 mod conformance;
+mod fuzz;
 mod hardening;
 mod hotswap;
 mod languages;

@@ -1,0 +1,57 @@
+//! The structure-aware fuzzer (`tests/clients/fuzz.py`) against the real binary and the bundled
+//! plugins, over a socket and over a pipe: mutated requests of every revision (trees, bytes,
+//! headers, batches, session ends and GET streams) each get a proper answer in time, and the
+//! server keeps serving. `CAPSULE_FUZZ_SEED` and `CAPSULE_FUZZ_SECONDS` vary a run; a failure
+//! prints its seed.
+
+use std::process::Command;
+
+use crate::support::{Server, plugins, root};
+
+/// A request may wait behind the rest of the suite on two cores, but never on a plugin for
+/// longer than the servers' four-second call timeout.
+const ANSWER_WITHIN: &str = "30";
+
+fn fuzz(target: &[&str]) -> String {
+    let seed = std::env::var("CAPSULE_FUZZ_SEED").unwrap_or_else(|_| "1".into());
+    let seconds = std::env::var("CAPSULE_FUZZ_SECONDS").unwrap_or_else(|_| "20".into());
+    let output = Command::new("python3")
+        .arg(root().join("tests").join("clients").join("fuzz.py"))
+        .args(["--seed", &seed, "--seconds", &seconds, "--answer-within", ANSWER_WITHIN])
+        .args(target)
+        .output()
+        .expect("run python3 tests/clients/fuzz.py");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the fuzzer found something (seed {seed}):\n{text}");
+    assert!(!text.contains("panicked"), "the server panicked (seed {seed}):\n{text}");
+    text
+}
+
+#[test]
+fn fuzzed_http_requests_get_proper_answers_and_the_server_keeps_serving() {
+    let plugins = plugins().display().to_string();
+    let server = Server::http(&["--plugins", &plugins, "--cpu-deadline", "1000", "--call-timeout", "4000"]);
+    let report = fuzz(&["--http", &server.url]);
+    assert!(report.contains(" 0 findings"), "{report}");
+    assert!(!server.log().contains("panicked"), "the server panicked:\n{}", server.log());
+}
+
+#[test]
+fn fuzzed_stdio_lines_get_proper_answers_and_eof_ends_the_server() {
+    let plugins = plugins().display().to_string();
+    let capsule = env!("CARGO_BIN_EXE_capsule");
+    let report = fuzz(&[
+        "--stdio",
+        "--",
+        capsule,
+        "serve",
+        "--stdio",
+        "--plugins",
+        &plugins,
+        "--cpu-deadline",
+        "1000",
+        "--call-timeout",
+        "4000",
+    ]);
+    assert!(report.contains(" 0 findings"), "{report}");
+}
