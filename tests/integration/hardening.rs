@@ -305,7 +305,7 @@ async fn everything_a_call_produces_is_bounded_and_charged() {
 }
 
 /// A crash explains itself to the caller: the guest's panic message is in the tool error,
-/// and the call's whole stderr is one record in the server's log.
+/// and the call's whole stderr is one record, one line, in the server's log.
 #[tokio::test]
 async fn a_crash_tells_the_caller_why() {
     let hostile = plugins().join("testing/hostile.wasm");
@@ -316,12 +316,14 @@ async fn a_crash_tells_the_caller_why() {
     assert_eq!(crashed["isError"], true, "{crashed}");
     let text = first_text(&crashed);
     assert!(text.contains("it aborted") && text.contains("this plugin panics on purpose"), "{text}");
-    // One record: its first line names the failure; the backtrace and the stderr follow it
-    // before the next record starts.
+    // One record on one line: it names the failure, then the backtrace and the stderr with
+    // their line breaks escaped, so nothing the guest printed starts a line of its own.
     let log = server.wait_for_log("its stderr:");
-    let record = &log[log.find("plugin call failed").expect("the failure is logged")..];
-    let record = &record[..record.find(" INFO ").or_else(|| record.find(" WARN ")).unwrap_or(record.len())];
-    assert!(record.contains("its stderr:") && record.contains("panics on purpose"), "one record: {log}");
+    let record = log.lines().find(|line| line.contains("plugin call failed")).expect("the failure is logged");
+    assert!(record.contains(r"\nits stderr:\n") && record.contains("panics on purpose"), "one line: {log}");
+    for line in log.lines() {
+        assert!(line.starts_with("20") && line.as_bytes().get(4) == Some(&b'-'), "a line that is no record: {line:?}");
+    }
 }
 
 /// A new file whose tool collides with a serving plugin's (and sorts first) is refused; the

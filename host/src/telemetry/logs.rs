@@ -136,8 +136,32 @@ fn text_line(out: &mut String, ansi: bool, event: &Event<'_>, metadata: &Metadat
     paint(out, DIMMED, metadata.target());
     paint(out, DIMMED, ":");
     out.push(' ');
+    let start = out.len();
     let _ = TextFields.format_fields(Writer::new(out), event);
+    one_line(out, start);
     out.push('\n');
+}
+
+/// Escape the line breaks `out` holds from `start`, so that a record is one line however many
+/// its message has: a plugin's stderr, a crash's backtrace or a client's text then cannot start
+/// a line that passes for a record of its own. (Span fields are escaped already, as `Debug`
+/// writes strings; the message and `%` fields are written as they are.)
+fn one_line(out: &mut String, start: usize) {
+    let breaks = |c: char| matches!(c, '\n' | '\r' | '\u{b}' | '\u{85}' | '\u{2028}' | '\u{2029}');
+    if !out[start..].contains(breaks) {
+        return;
+    }
+    let written = out.split_off(start);
+    for c in written.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if breaks(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
 }
 
 fn json_line(out: &mut String, event: &Event<'_>, metadata: &Metadata<'_>, scope: &[(&str, &str)]) {

@@ -541,6 +541,22 @@ mod tests {
         assert!(ours[0].starts_with(&chrono_free_today()), "{}", ours[0]);
     }
 
+    #[test]
+    fn a_text_record_is_one_line_whatever_its_message_holds() {
+        let forged = "\n2026-01-01T00:00:00.000000Z ERROR capsule::admin: forged\r\u{2028}next";
+        let style = LogStyle::Text { ansi: false };
+        let written = lines(LogFilter::new(Some("info".into())), style, || {
+            tracing::warn!(target: "capsule::runtime", "its stderr:{forged}");
+            tracing::warn!(target: "capsule::runtime", stderr = %forged, "as a field");
+        });
+        assert_eq!(written.len(), 2, "{written:#?}");
+        assert!(
+            written[0]
+                .ends_with(r"its stderr:\n2026-01-01T00:00:00.000000Z ERROR capsule::admin: forged\r\u{2028}next")
+        );
+        assert!(written[1].contains(r"stderr=\n2026-01-01T00:00:00.000000Z"), "{}", written[1]);
+    }
+
     /// Today's date as the timestamp starts.
     fn chrono_free_today() -> String {
         let mut now = String::new();
