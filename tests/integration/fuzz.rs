@@ -27,10 +27,13 @@ fn fuzz(target: &[&str]) -> String {
     text
 }
 
+/// The servers' limits: a runaway call ends well within [`ANSWER_WITHIN`].
+const LIMITS: [&str; 4] = ["--cpu-deadline", "1000", "--call-timeout", "4000"];
+
 #[test]
 fn fuzzed_http_requests_get_proper_answers_and_the_server_keeps_serving() {
     let plugins = plugins().display().to_string();
-    let server = Server::http(&["--plugins", &plugins, "--cpu-deadline", "1000", "--call-timeout", "4000"]);
+    let server = Server::http(&[&["--plugins", plugins.as_str()][..], &LIMITS].concat());
     let report = fuzz(&["--http", &server.url]);
     assert!(report.contains(" 0 findings"), "{report}");
     assert!(!server.log().contains("panicked"), "the server panicked:\n{}", server.log());
@@ -39,19 +42,7 @@ fn fuzzed_http_requests_get_proper_answers_and_the_server_keeps_serving() {
 #[test]
 fn fuzzed_stdio_lines_get_proper_answers_and_eof_ends_the_server() {
     let plugins = plugins().display().to_string();
-    let capsule = env!("CARGO_BIN_EXE_capsule");
-    let report = fuzz(&[
-        "--stdio",
-        "--",
-        capsule,
-        "serve",
-        "--stdio",
-        "--plugins",
-        &plugins,
-        "--cpu-deadline",
-        "1000",
-        "--call-timeout",
-        "4000",
-    ]);
+    let command = ["--stdio", "--", env!("CARGO_BIN_EXE_capsule"), "serve", "--stdio", "--plugins", &plugins];
+    let report = fuzz(&[&command[..], &LIMITS].concat());
     assert!(report.contains(" 0 findings"), "{report}");
 }
