@@ -596,6 +596,35 @@ async fn accept_elicitation(client: &Client, asked: &str) {
     assert_eq!(answer.status, 202, "{}", answer.body);
 }
 
+/// JSON-RPC allows a `null` result: a client's answer with one (or with a `null` error) is
+/// taken as the answer to the request it names, which goes on at once, rather than refused
+/// as a message without a method while the request waits on for minutes.
+#[tokio::test]
+async fn a_client_answer_with_a_null_result_or_error_reaches_its_request() {
+    let quiet = std::time::Duration::from_secs(5);
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    for (id, answer) in [(7, json!({"result": null})), (8, json!({"error": null}))] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
+        let mut post = RawEvents::post(&client, &call).await;
+        post.next(quiet).await.expect("a priming event");
+        let asked = post.next(quiet).await.expect("the elicitation request");
+        let asked: Value = serde_json::from_str(&asked.data).unwrap();
+        let mut reply = json!({"jsonrpc": "2.0", "id": asked["id"]});
+        reply.as_object_mut().unwrap().extend(answer.as_object().unwrap().clone());
+        let taken = client.post(&reply).await;
+        assert_eq!(taken.status, 202, "{reply} was refused: {}", taken.body);
+        let result = post.next(quiet).await.expect("the call's answer, without waiting on the client");
+        let result: Value = serde_json::from_str(&result.data).unwrap();
+        assert_eq!(result["id"], id, "{result}");
+        // The plugin is told its answer was unusable.
+        assert!(first_text(&result["result"]).starts_with("Unexpected answer: Invalid("), "{result}");
+    }
+}
+
 /// A session with misfit, subscribed to the URI its `announce` tool announces.
 async fn announcing_session(server: &Server) -> Client {
     let mut client = Client::new(&server.url);

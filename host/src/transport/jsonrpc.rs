@@ -90,9 +90,11 @@ struct Envelope<'a> {
     id: Option<&'a RawValue>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
-    #[serde(default, borrow)]
+    /// Present even when `null`: a result may be `null`, and an answer that names the
+    /// request it answers must reach it, however wrong its content.
+    #[serde(default, borrow, deserialize_with = "present")]
     result: Option<&'a RawValue>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "present")]
     error: Option<&'a RawValue>,
 }
 
@@ -327,6 +329,19 @@ mod tests {
             single(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
             Ok(Message::Response { id: RequestId::Number(3), outcome: Ok(_) })
         ));
+        // A `null` result is a result, and a `null` error still names what it answers.
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":3,"result":null}"#),
+            Ok(Message::Response { id: RequestId::Number(3), outcome: Ok(r) }) if r.get() == "null"
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":3,"error":null}"#),
+            Ok(Message::Response { id: RequestId::Number(3), outcome: Err(e) }) if e.get() == "null"
+        ));
+        assert_eq!(
+            code(single(r#"{"jsonrpc":"2.0","id":3,"result":null,"error":null}"#).unwrap_err()),
+            (Some(RequestId::Number(3)), -32600)
+        );
         assert!(
             matches!(read(b" [1, {\"jsonrpc\":\"2.0\",\"method\":\"x\"}]"), Ok(Incoming::Batch(items)) if items.len() == 2 && items[0].is_err() && items[1].is_ok())
         );
