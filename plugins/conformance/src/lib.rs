@@ -72,8 +72,15 @@ fn sampling(args: SamplingArgs, cx: &Context) -> Outcome<String> {
             Outcome::Done(format!("LLM response: {text}"))
         }
         Some(InputResponse::Sampling { content, .. }) => Outcome::Done(format!("LLM response: {content:?}")),
-        _ => Ask::new().sample("answer", args.prompt, 100).into(),
+        Some(other) => unusable(other),
+        None => Ask::new().sample("answer", args.prompt, 100).into(),
     }
+}
+
+/// An answer a handler cannot use ends its call: asking again would loop for as long as the
+/// client keeps declining, up to the host's limit on rounds.
+fn unusable<T: From<String>>(answer: &InputResponse) -> Outcome<T> {
+    Outcome::Done(format!("Unexpected answer: {answer:?}").into())
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -235,9 +242,10 @@ fn name_form() -> Value {
 }
 
 fn ir_elicitation(_: NoArgs, cx: &Context) -> Outcome<String> {
-    match cx.accepted::<Name>("user_name") {
-        Some(Name { name }) => Outcome::Done(format!("Hello, {name}!")),
-        None => Ask::new().form("user_name", "What is your name?", name_form()).into(),
+    match (cx.accepted::<Name>("user_name"), cx.response("user_name")) {
+        (Some(Name { name }), _) => Outcome::Done(format!("Hello, {name}!")),
+        (None, Some(other)) => unusable(other),
+        (None, None) => Ask::new().form("user_name", "What is your name?", name_form()).into(),
     }
 }
 
@@ -246,7 +254,8 @@ fn ir_sampling(_: NoArgs, cx: &Context) -> Outcome<String> {
         Some(InputResponse::Sampling { content: Content::Text(text), .. }) => {
             Outcome::Done(format!("The model said: {text}"))
         }
-        _ => Ask::new().sample("capital", "What is the capital of France?", 100).into(),
+        Some(other) => unusable(other),
+        None => Ask::new().sample("capital", "What is the capital of France?", 100).into(),
     }
 }
 
@@ -255,7 +264,8 @@ fn ir_list_roots(_: NoArgs, cx: &Context) -> Outcome<String> {
         Some(InputResponse::Roots(roots)) => {
             Outcome::Done(format!("Roots: {}", roots.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>().join(", ")))
         }
-        _ => Ask::new().roots("client_roots").into(),
+        Some(other) => unusable(other),
+        None => Ask::new().roots("client_roots").into(),
     }
 }
 
@@ -274,11 +284,13 @@ fn ir_request_state(_: NoArgs, cx: &Context) -> Outcome<String> {
 }
 
 fn ir_multiple_inputs(_: NoArgs, cx: &Context) -> Outcome<String> {
-    let name = cx.accepted::<Name>("user_name");
     let greeting = cx.response("greeting");
     let roots = cx.response("client_roots");
-    if let (Some(Name { name }), Some(_), Some(_)) = (name, greeting, roots) {
-        return Outcome::Done(format!("Got all three inputs for {name}"));
+    if let (Some(answer), Some(_), Some(_)) = (cx.response("user_name"), greeting, roots) {
+        return match cx.accepted::<Name>("user_name") {
+            Some(Name { name }) => Outcome::Done(format!("Got all three inputs for {name}")),
+            None => unusable(answer),
+        };
     }
     Ask::new()
         .form("user_name", "What is your name?", name_form())
@@ -302,8 +314,8 @@ struct Color {
 fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
     let state = cx.state_json::<Round>();
     match state {
-        Some(Round { round: 1, .. }) => match cx.accepted::<Name>("user_name") {
-            Some(Name { name }) => Ask::new()
+        Some(Round { round: 1, .. }) => match (cx.accepted::<Name>("user_name"), cx.response("user_name")) {
+            (Some(Name { name }), _) => Ask::new()
                 .form(
                     "favorite_color",
                     "What is your favorite color?",
@@ -311,14 +323,17 @@ fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
                 )
                 .state_json(&Round { round: 2, name: Some(name) })
                 .into(),
-            None => Ask::new()
+            (None, Some(answer)) => unusable(answer),
+            (None, None) => Ask::new()
                 .form("user_name", "What is your name?", name_form())
                 .state_json(&Round { round: 1, name: None })
                 .into(),
         },
-        Some(Round { round: 2, name }) => match cx.accepted::<Color>("favorite_color") {
-            Some(Color { color }) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
-            None => Ask::new()
+        Some(Round { round: 2, name }) => match (cx.accepted::<Color>("favorite_color"), cx.response("favorite_color"))
+        {
+            (Some(Color { color }), _) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
+            (None, Some(answer)) => unusable(answer),
+            (None, None) => Ask::new()
                 .form(
                     "favorite_color",
                     "What is your favorite color?",
@@ -430,11 +445,12 @@ struct ContextAnswer {
 }
 
 fn ir_prompt(_: NoArgs, cx: &Context) -> Outcome<Vec<PromptMessage>> {
-    match cx.accepted::<ContextAnswer>("user_context") {
-        Some(ContextAnswer { context }) => {
+    match (cx.accepted::<ContextAnswer>("user_context"), cx.response("user_context")) {
+        (Some(ContextAnswer { context }), _) => {
             Outcome::Done(vec![PromptMessage::user(format!("Context provided: {context}"))])
         }
-        None => Ask::new()
+        (None, Some(other)) => Outcome::Done(vec![PromptMessage::user(format!("No context: {other:?}"))]),
+        (None, None) => Ask::new()
             .form(
                 "user_context",
                 "What context should the prompt use?",
