@@ -12,8 +12,13 @@ the bytes (cut, flipped, invalid UTF-8, trailing text, two messages at once) and
 (protocol version, method and name mirrors, session id, Origin, Host, Accept, Content-Type).
 Over HTTP it also sends DELETEs and opens and drops GET streams with odd Last-Event-IDs.
 
-Sessions declare no client capabilities, so no request may wait on the client: every request
-must be answered in time. A finding is any of: a 5xx (other than a session limit's 503), a
+Some requests and sessions declare the client capabilities (elicitation, sampling, roots): the
+fuzzer then answers what the server asks, a stateless request's `input_required` result by
+retrying it with `inputResponses` and its `requestState`, a session's server-to-client
+requests on the response stream by POSTing the answers (over stdio, by writing them), and it
+mutates those too: answers of the wrong shape, errors, other ids, answers sent twice, states
+cut, flipped or taken from another request, streams dropped while the server waits. Every
+request must still be answered in time. A finding is any of: a 5xx (other than a session limit's 503), a
 reply that is not JSON-RPC, an internal error (-32603), a reply to another id, no reply in
 time, a dropped connection, or a failed liveness check (`tools/list`) every 50 requests. Over
 stdio every well-formed request must be answered and the server must exit 0 on EOF. Exits 1
@@ -22,6 +27,7 @@ with the findings listed, 0 when there are none; the seed reproduces a run.
 import argparse
 import http.client
 import json
+import queue
 import random
 import socket
 import subprocess
@@ -38,16 +44,27 @@ R = random.Random()
 
 
 class Findings:
+    """What went wrong; the first few of each kind are kept whole, the rest counted."""
+    KEPT = 5
+
     def __init__(self):
         self.items = []
+        self.kinds = {}
 
     def add(self, kind, detail, sent):
-        sent = sent if isinstance(sent, str) else repr(sent)
-        self.items.append(f"{kind}: {detail}\n    sent: {sent[:400]}")
-        print(f"FINDING {self.items[-1]}", flush=True)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        if self.kinds[kind] <= self.KEPT:
+            sent = sent if isinstance(sent, str) else repr(sent)
+            self.items.append(f"{kind}: {detail}\n    sent: {sent[:400]}")
+            print(f"FINDING {self.items[-1]}", flush=True)
+
+    def count(self):
+        return sum(self.kinds.values())
 
 
 FINDINGS = Findings()
+# How often the server asked: input_required rounds answered, server-to-client requests seen.
+ASKED = {"input rounds": 0, "server requests": 0}
 
 
 # ---- valid requests, from the catalog ---------------------------------------------------
@@ -160,6 +177,102 @@ METHODS = ["tools/call"] * 6 + ["tools/list", "resources/list", "resources/read"
 def modern_meta():
     return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "capsule-fuzz", "version": "1"}}
+
+
+ASKING_CAPABILITIES = [
+    {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {"listChanged": True}},
+    {"elicitation": {}}, {"sampling": {}}, {"roots": {}}, {"elicitation": {"url": {}}}]
+STATES = []
+
+
+# Requests the server answered by asking the client, as (method, params): tried again more
+# often, the way a coverage-guided fuzzer keeps the inputs that reached somewhere new.
+ASKERS = []
+
+
+def remember_asker(method, params):
+    entry = (method, json.dumps(params))
+    if entry not in ASKERS:
+        ASKERS.append(entry)
+        del ASKERS[:-30]
+
+
+def pick(catalog, methods):
+    """A method and valid params for it: fresh from the catalog, or one that asked before."""
+    if ASKERS and R.random() < 0.3:
+        method, params = R.choice(ASKERS)
+        return method, json.loads(params)
+    method = R.choice(methods)
+    return method, catalog.params(method)
+
+
+def asking_capabilities():
+    return json.loads(json.dumps(R.choice(ASKING_CAPABILITIES)))
+
+
+def answer(method, params):
+    """What a client answers to an input request or a server-to-client request: valid for its
+    method, or (two times in five) mutated."""
+    params = params if isinstance(params, dict) else {}
+    if method == "elicitation/create":
+        schema = params.get("requestedSchema", {})
+        accepted = {"action": "accept"} if params.get("mode") == "url" else {"action": "accept", "content": example(schema, schema)}
+        result = R.choice([accepted, accepted, {"action": "decline"}, {"action": "cancel"}])
+    elif method == "sampling/createMessage":
+        result = {"role": "assistant", "content": {"type": "text", "text": R.choice(["fuzz", "", "x" * 5000])},
+                  "model": "capsule-fuzz", "stopReason": "endTurn"}
+    elif method == "roots/list":
+        uri = R.choice(["file:///tmp", "file:///", "file:///nonexistent/x", "file:///tmp/../etc", "http://example.com/", ""])
+        result = {"roots": [{"uri": uri, "name": "r"}] * R.randrange(0, 3)}
+    else:
+        result = {}
+    return mutate(result) if R.random() < 0.4 else result
+
+
+CAPABILITY_ASKED = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+
+
+def check_offered(asked, capabilities, where):
+    """A server asks a client only for what it offers (a ping needs nothing)."""
+    method = asked.get("method")
+    if method != "ping" and CAPABILITY_ASKED.get(method) not in capabilities:
+        FINDINGS.add("asked for what the client does not offer", f"{method} of a client offering {capabilities}", where)
+
+
+def answers(asked):
+    """The messages a client sends for a server-to-client request: its answer (whose result may
+    be mutated), sometimes after a wrong one (an error, a mutated envelope, another id, a
+    batch) or twice. The last always has a well-formed envelope naming the request, so a
+    server that takes what JSON-RPC allows never waits on a client that did answer."""
+    ASKED["server requests"] += 1
+    sid = asked.get("id")
+    message = {"jsonrpc": "2.0", "id": sid, "result": answer(asked.get("method"), asked.get("params"))}
+    roll = R.random()
+    if roll < 0.1:
+        error = R.choice([{"code": -32601, "message": "no"}, {"code": "x"}, {"code": -1, "message": "x" * 70000}, value()])
+        return [{"jsonrpc": "2.0", "id": sid, "error": error}, message]
+    if roll < 0.2:
+        return [mutate(message), message]
+    if roll < 0.25:
+        return [dict(message, id=R.choice([sid + 1000 if isinstance(sid, int) else 1, str(sid), None])), message, message]
+    if roll < 0.3:
+        return [[message, message], message]
+    return [message]
+
+
+def tampered(state):
+    """A `requestState` as the client echoes it: mostly as it came, sometimes not."""
+    roll = R.random()
+    if not isinstance(state, str) or roll < 0.6:
+        return state
+    if roll < 0.7:
+        return None
+    if roll < 0.8 and state:
+        at = R.randrange(len(state))
+        return state[:at] + R.choice("A0_-~=.") + state[at + 1:]
+    if roll < 0.9 and STATES:
+        return R.choice(STATES)
+    return R.choice([state[: len(state) // 2], state + "x", "", "x" * 100000, 7])
 
 
 # ---- mutations --------------------------------------------------------------------------
@@ -316,6 +429,46 @@ class Http:
                 return None, {}, repr(error).encode()
         return None, {}, b""
 
+    def exchange(self, body, headers, message, what, on_request):
+        """POST on a connection of its own and read an event-stream answer as it comes, handing
+        each server-to-client request to `on_request` (which answers it, or returns False to
+        hang up) while the server waits."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=ANSWER_WITHIN)
+        try:
+            conn.request("POST", self.path, body, headers)
+            response = conn.getresponse()
+            headers_in = {k.lower(): v for k, v in response.getheaders()}
+            self.sent += 1
+            self.statuses[response.status] = self.statuses.get(response.status, 0) + 1
+            if "text/event-stream" not in headers_in.get("content-type", ""):
+                data = response.read()
+                self.check(response.status, headers_in, data, what, request_id(message))
+                return
+            rid = request_id(message)
+            # Keep-alive comments must not stretch the wait: the whole answer is due in time.
+            deadline = time.time() + ANSWER_WITHIN
+            while True:
+                if time.time() > deadline:
+                    raise socket.timeout()
+                if conn.sock:
+                    conn.sock.settimeout(max(0.05, deadline - time.time()))
+                line = response.readline()
+                if not line:
+                    return
+                if not line.startswith(b"data:") or not line[5:].strip():
+                    continue
+                for m in check_messages(line[5:], what, rid, False):
+                    if isinstance(m, dict) and "method" in m and "id" in m and on_request(m) is False:
+                        return
+                    if isinstance(m, dict) and rid is not None and m.get("id") == rid and "method" not in m:
+                        return
+        except socket.timeout:
+            FINDINGS.add("no answer", f"within {ANSWER_WITHIN} s", what)
+        except (http.client.HTTPException, ConnectionError) as error:
+            FINDINGS.add("connection dropped", repr(error), what)
+        finally:
+            conn.close()
+
     def post(self, body, headers, message, what):
         status, headers_in, data = self.send("POST", body, headers)
         self.check(status, headers_in, data, what, request_id(message))
@@ -377,26 +530,93 @@ def modern_headers(method, params):
     return headers
 
 
+def dig(tree, *keys):
+    """`tree[k1][k2]...`, or None where a step is missing or not an object."""
+    for key in keys:
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree
+
+
+def replies(headers, data):
+    """The JSON-RPC messages of a response, whether it came as JSON or as an event stream."""
+    if "text/event-stream" in headers.get("content-type", ""):
+        texts = [line[5:] for line in data.decode(errors="replace").splitlines() if line.startswith("data:")]
+    else:
+        texts = [data.decode(errors="replace")]
+    messages = []
+    for text in texts:
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            continue
+        messages += parsed if isinstance(parsed, list) else [parsed]
+    return [m for m in messages if isinstance(m, dict)]
+
+
 def stateless(http, catalog):
-    method = R.choice(METHODS)
-    params = catalog.params(method)
+    method, params = pick(catalog, METHODS)
+    original = json.loads(json.dumps(params))
     headers = modern_headers(method, params)
     params["_meta"] = modern_meta()
+    # A request that may be asked for input declares what the client offers; its answers
+    # and retries are then fuzzed more than the request itself.
+    asking = method in ("tools/call", "prompts/get", "resources/read") and R.random() < 0.35
+    if asking:
+        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = asking_capabilities()
     message = {"jsonrpc": "2.0", "id": R.choice([1, "s", 0, -5, 2**40]), "method": method, "params": params}
-    if R.random() < 0.7:
+    if R.random() < (0.2 if asking else 0.7):
         message = mutate(message)
     body = json.dumps(message).encode("utf-8", "surrogatepass")
-    if R.random() < 0.15:
+    if R.random() < (0.05 if asking else 0.15):
         body, message = mutate_bytes(body), None
-    http.post(body, headers, message, body.decode(errors="replace"))
+    status, headers_in, data = http.post(body, headers, message, body.decode(errors="replace"))
+    rounds = 0
+    while asking and isinstance(message, dict) and status == 200 and rounds < 6:
+        rounds += 1
+        result = next((m.get("result") for m in replies(headers_in, data) if "result" in m), None)
+        if not isinstance(result, dict) or result.get("resultType") != "input_required":
+            return
+        remember_asker(method, original)
+        state = result.get("requestState")
+        if isinstance(state, str):
+            STATES.append(state)
+            del STATES[:-50]
+        asked = result.get("inputRequests")
+        asked = asked if isinstance(asked, dict) else {}
+        offered = dig(message, "params", "_meta", "io.modelcontextprotocol/clientCapabilities")
+        for r in asked.values():
+            check_offered(r if isinstance(r, dict) else {}, offered if isinstance(offered, dict) else {}, json.dumps(message)[:400])
+        ASKED["input rounds"] += 1
+        responses = {key: answer(r.get("method"), r.get("params")) for key, r in asked.items() if isinstance(r, dict)}
+        roll = R.random()
+        if roll < 0.1 and responses:
+            responses.pop(R.choice(list(responses)))
+        elif roll < 0.2:
+            responses[R.choice(["unknown", "capsule.roots", "", "x" * 300])] = answer(R.choice(["roots/list", "x"]), {})
+        elif roll < 0.25:
+            responses = value()
+        retry = json.loads(json.dumps(message))
+        if not isinstance(retry, dict) or not isinstance(retry.get("params"), dict):
+            return
+        retry["id"] = R.choice([rounds + 100, f"retry{rounds}", message.get("id")])
+        retry["params"]["inputResponses"] = responses
+        state = tampered(state)
+        if state is not None:
+            retry["params"]["requestState"] = state
+        body = json.dumps(retry).encode("utf-8", "surrogatepass")
+        status, headers_in, data = http.post(body, headers, retry, body.decode(errors="replace"))
+        message = retry
 
 
 class Session:
     def __init__(self, http):
         self.version = R.choice(LEGACY)
         self.headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        # Half the sessions offer what a server may ask for, and get asked.
+        self.capabilities = asking_capabilities() if R.random() < 0.5 else {}
         message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": self.version, "capabilities": {}, "clientInfo": {"name": "capsule-fuzz", "version": "1"}}}
+            "protocolVersion": self.version, "capabilities": self.capabilities,
+            "clientInfo": {"name": "capsule-fuzz", "version": "1"}}}
         _, headers, _ = http.post(json.dumps(message), self.headers, message, "initialize")
         self.id = headers.get("mcp-session-id")
         self.headers["mcp-protocol-version"] = self.version
@@ -405,8 +625,8 @@ class Session:
         http.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), self.headers, None, "initialized")
 
     def request(self, http, catalog):
-        method = R.choice([m for m in METHODS if m != "server/discover"])
-        params = catalog.params(method)
+        method, params = pick(catalog, [m for m in METHODS if m != "server/discover"])
+        original = json.loads(json.dumps(params))
         params.pop("_headers", None)
         make = lambda i: {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
         roll = R.random()
@@ -426,7 +646,23 @@ class Session:
         body = json.dumps(message).encode("utf-8", "surrogatepass")
         if R.random() < 0.1:
             body, message = mutate_bytes(body), None
-        http.post(body, headers, message, body.decode(errors="replace"))
+        if self.capabilities:
+            asked = lambda m: remember_asker(method, original) or self.reply(http, m)
+            http.exchange(body, headers, message, body.decode(errors="replace"), asked)
+        else:
+            http.post(body, headers, message, body.decode(errors="replace"))
+
+    def reply(self, http, asked):
+        """Answer a server-to-client request, or return False to hang up instead."""
+        check_offered(asked, self.capabilities, f"session {self.id}")
+        if R.random() < 0.05:
+            return False
+        headers = dict(self.headers)
+        for each in answers(asked):
+            body = json.dumps(each).encode("utf-8", "surrogatepass")
+            status, headers_in, data = Http(f"http://{http.host}:{http.port}{http.path}").send("POST", body, headers)
+            http.check(status, headers_in, data, f"answer to {asked.get('method')}: {body[:300]!r}", None)
+        return True
 
     def end_or_stream(self, http):
         """DELETE the session (True) or open its GET stream and hang up at once."""
@@ -490,20 +726,34 @@ class Stdio:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.answered = {}
         self.lock = threading.Condition()
-        self.reader = threading.Thread(target=self.read, daemon=True)
-        self.reader.start()
+        self.writing = threading.Lock()
+        # Half the runs offer what a server may ask for; the reader answers what it asks,
+        # through a thread of its own, so that it never stops reading while a write waits.
+        self.capabilities = asking_capabilities() if R.random() < 0.5 else {}
+        self.answers = queue.Queue()
+        threading.Thread(target=self.read, daemon=True).start()
+        threading.Thread(target=lambda: [self.send(line) for line in iter(self.answers.get, None)], daemon=True).start()
 
     def read(self):
         for line in self.process.stdout:
             for m in check_messages(line, "(stdio output)", None, False):
-                if isinstance(m, dict) and "id" in m and ("result" in m or "error" in m):
+                if isinstance(m, dict) and "id" in m and "method" in m:
+                    check_offered(m, self.capabilities, "(stdio)")
+                    for each in answers(m):
+                        self.answers.put(json.dumps(each).encode("utf-8", "surrogatepass"))
+                elif isinstance(m, dict) and "id" in m and ("result" in m or "error" in m):
                     with self.lock:
                         self.answered[json.dumps(m["id"])] = m
                         self.lock.notify_all()
 
     def send(self, line):
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
+        with self.writing:
+            try:
+                self.process.stdin.write(line + b"\n")
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                # The server is gone (a finding of its own), or the run closed its stdin.
+                pass
 
     def call(self, rid, method, params):
         self.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
@@ -515,7 +765,7 @@ class Stdio:
 def fuzz_stdio(command, seconds):
     stdio = Stdio(command)
     version = R.choice(LEGACY)
-    stdio.call("init", "initialize", {"protocolVersion": version, "capabilities": {},
+    stdio.call("init", "initialize", {"protocolVersion": version, "capabilities": stdio.capabilities,
                                       "clientInfo": {"name": "capsule-fuzz", "version": "1"}})
     stdio.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
     listings = {}
@@ -583,10 +833,14 @@ def main():
         summary = fuzz_stdio(command, args.seconds)
     else:
         parser.error("give --http URL or --stdio -- COMMAND")
-    print(f"seed {args.seed}: {summary}; {len(FINDINGS.items)} findings")
+    asked = ", ".join(f"{v} {k}" for k, v in ASKED.items())
+    print(f"seed {args.seed}: {summary}, {asked}; {FINDINGS.count()} findings")
     for finding in FINDINGS.items:
         print(f"  {finding}")
-    sys.exit(1 if FINDINGS.items else 0)
+    for kind, n in FINDINGS.kinds.items():
+        if n > Findings.KEPT:
+            print(f"  ... and {n - Findings.KEPT} more of \"{kind}\"")
+    sys.exit(1 if FINDINGS.kinds else 0)
 
 
 if __name__ == "__main__":
