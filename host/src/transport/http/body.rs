@@ -22,22 +22,19 @@ pub enum Refused {
 
 /// The body, if it is at most `limit` bytes.
 pub async fn read(mut body: Body, limit: usize) -> Result<Bytes, Refused> {
-    let drain = limit.saturating_mul(DRAIN_FACTOR);
-    if http_body::Body::size_hint(&body).lower() > drain as u64 {
+    let Some(mut budget) = Budget::new(&body, limit) else {
         return Err(Refused::TooLarge);
-    }
+    };
     // Most bodies arrive as one frame, which is kept as it came rather than copied.
     let mut first: Option<Bytes> = None;
     let mut joined = BytesMut::new();
-    let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| Refused::Broken(e.to_string()))?;
         let Ok(data) = frame.into_data() else { continue };
-        seen = seen.saturating_add(data.len());
-        if seen > drain {
+        if !budget.take(data.len()) {
             return Err(Refused::TooLarge);
         }
-        if seen > limit {
+        if budget.seen > limit {
             continue;
         }
         match first.take() {
@@ -50,7 +47,7 @@ pub async fn read(mut body: Body, limit: usize) -> Result<Bytes, Refused> {
             }
         }
     }
-    match (seen > limit, first) {
+    match (budget.seen > limit, first) {
         (true, _) => Err(Refused::TooLarge),
         (false, Some(only)) => Ok(only),
         (false, None) => Ok(joined.freeze()),
@@ -60,16 +57,31 @@ pub async fn read(mut body: Body, limit: usize) -> Result<Bytes, Refused> {
 /// Read a body the server will not use to its end, dropping it, up to [`DRAIN_FACTOR`] times
 /// `limit`; a longer one is left unread (the connection then closes).
 pub async fn drain(mut body: Body, limit: usize) {
-    let drain = limit.saturating_mul(DRAIN_FACTOR);
-    if http_body::Body::size_hint(&body).lower() > drain as u64 {
-        return;
-    }
-    let mut seen = 0usize;
+    let Some(mut budget) = Budget::new(&body, limit) else { return };
     while let Some(Ok(frame)) = body.frame().await {
-        seen = seen.saturating_add(frame.data_ref().map_or(0, Bytes::len));
-        if seen > drain {
+        if !budget.take(frame.data_ref().map_or(0, Bytes::len)) {
             return;
         }
+    }
+}
+
+/// What is read of a body before the rest is left unread: [`DRAIN_FACTOR`] times the limit.
+struct Budget {
+    cap: usize,
+    seen: usize,
+}
+
+impl Budget {
+    /// `None` for a body whose declared length is already past the cap: none of it is read.
+    fn new(body: &Body, limit: usize) -> Option<Self> {
+        let cap = limit.saturating_mul(DRAIN_FACTOR);
+        (http_body::Body::size_hint(body).lower() <= cap as u64).then_some(Self { cap, seen: 0 })
+    }
+
+    /// Count `len` more bytes read; false once the body is past the cap.
+    fn take(&mut self, len: usize) -> bool {
+        self.seen = self.seen.saturating_add(len);
+        self.seen <= self.cap
     }
 }
 
