@@ -1,8 +1,8 @@
 //! The structure-aware fuzzer (`tests/clients/fuzz.py`) against the real binary and the bundled
 //! plugins, over a socket and over a pipe: mutated requests of every revision (trees, bytes,
-//! headers, batches, session ends and GET streams) each get a proper answer in time, and the
-//! server keeps serving. `CAPSULE_FUZZ_SEED` and `CAPSULE_FUZZ_SECONDS` vary a run; a failure
-//! prints its seed.
+//! headers, batches, session ends and GET streams) and mutated answers to what the server
+//! asks the client each get a proper answer in time, and the server keeps serving.
+//! `CAPSULE_FUZZ_SEED` and `CAPSULE_FUZZ_SECONDS` vary a run; a failure prints its seed.
 
 use std::process::Command;
 
@@ -36,6 +36,8 @@ fn fuzzed_http_requests_get_proper_answers_and_the_server_keeps_serving() {
     let server = Server::http(&[&["--plugins", plugins.as_str()][..], &LIMITS].concat());
     let report = fuzz(&["--http", &server.url]);
     assert!(report.contains(" 0 findings"), "{report}");
+    // The answers to what the server asks were fuzzed too, both ways it asks.
+    assert!(!report.contains(" 0 input rounds") && !report.contains(" 0 server requests"), "{report}");
     assert!(!server.log().contains("panicked"), "the server panicked:\n{}", server.log());
 }
 

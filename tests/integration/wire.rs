@@ -596,16 +596,22 @@ async fn accept_elicitation(client: &Client, asked: &str) {
     assert_eq!(answer.status, 202, "{}", answer.body);
 }
 
+/// A server with the conformance plugin, and a 2025-11-25 session offering form elicitation.
+async fn eliciting_session() -> (Server, Client) {
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    (server, client)
+}
+
 /// JSON-RPC allows a `null` result: a client's answer with one (or with a `null` error) is
 /// taken as the answer to the request it names, which goes on at once, rather than refused
 /// as a message without a method while the request waits on for minutes.
 #[tokio::test]
 async fn a_client_answer_with_a_null_result_or_error_reaches_its_request() {
     let quiet = std::time::Duration::from_secs(5);
-    let conformance = crate::support::plugins().join("conformance.wasm");
-    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
-    let mut client = Client::new(&server.url);
-    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let (_server, client) = eliciting_session().await;
     for (id, answer) in [(7, json!({"result": null})), (8, json!({"error": null}))] {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
@@ -718,10 +724,7 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
 #[tokio::test]
 async fn a_broken_post_stream_is_resumed_through_its_answer() {
     let quiet = std::time::Duration::from_millis(800);
-    let conformance = crate::support::plugins().join("conformance.wasm");
-    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
-    let mut client = Client::new(&server.url);
-    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let (server, client) = eliciting_session().await;
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
     let mut post = RawEvents::post(&client, &call).await;
