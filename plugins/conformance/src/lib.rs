@@ -83,6 +83,24 @@ fn unusable<T: From<String>>(answer: &InputResponse) -> Outcome<T> {
     Outcome::Done(format!("Unexpected answer: {answer:?}").into())
 }
 
+/// Where a handler stands with the answer to one of its form elicitations.
+enum Form<'a, T> {
+    /// No answer came with this round: ask.
+    Missing,
+    /// Accepted, with values that fit `T`.
+    Accepted(T),
+    /// Declined, cancelled, of another kind or not fitting `T`: end the call.
+    Unusable(&'a InputResponse),
+}
+
+fn form<'a, T: serde::de::DeserializeOwned>(cx: &'a Context, key: &str) -> Form<'a, T> {
+    match (cx.accepted(key), cx.response(key)) {
+        (Some(values), _) => Form::Accepted(values),
+        (None, Some(other)) => Form::Unusable(other),
+        (None, None) => Form::Missing,
+    }
+}
+
 #[derive(Deserialize, JsonSchema)]
 struct ElicitationArgs {
     /// The message shown to the user.
@@ -242,10 +260,10 @@ fn name_form() -> Value {
 }
 
 fn ir_elicitation(_: NoArgs, cx: &Context) -> Outcome<String> {
-    match (cx.accepted::<Name>("user_name"), cx.response("user_name")) {
-        (Some(Name { name }), _) => Outcome::Done(format!("Hello, {name}!")),
-        (None, Some(other)) => unusable(other),
-        (None, None) => Ask::new().form("user_name", "What is your name?", name_form()).into(),
+    match form::<Name>(cx, "user_name") {
+        Form::Accepted(Name { name }) => Outcome::Done(format!("Hello, {name}!")),
+        Form::Unusable(other) => unusable(other),
+        Form::Missing => Ask::new().form("user_name", "What is your name?", name_form()).into(),
     }
 }
 
@@ -286,11 +304,12 @@ fn ir_request_state(_: NoArgs, cx: &Context) -> Outcome<String> {
 fn ir_multiple_inputs(_: NoArgs, cx: &Context) -> Outcome<String> {
     let greeting = cx.response("greeting");
     let roots = cx.response("client_roots");
-    if let (Some(answer), Some(_), Some(_)) = (cx.response("user_name"), greeting, roots) {
-        return match cx.accepted::<Name>("user_name") {
-            Some(Name { name }) => Outcome::Done(format!("Got all three inputs for {name}")),
-            None => unusable(answer),
-        };
+    if let (Some(_), Some(_)) = (greeting, roots) {
+        match form::<Name>(cx, "user_name") {
+            Form::Accepted(Name { name }) => return Outcome::Done(format!("Got all three inputs for {name}")),
+            Form::Unusable(other) => return unusable(other),
+            Form::Missing => {}
+        }
     }
     Ask::new()
         .form("user_name", "What is your name?", name_form())
@@ -314,8 +333,8 @@ struct Color {
 fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
     let state = cx.state_json::<Round>();
     match state {
-        Some(Round { round: 1, .. }) => match (cx.accepted::<Name>("user_name"), cx.response("user_name")) {
-            (Some(Name { name }), _) => Ask::new()
+        Some(Round { round: 1, .. }) => match form::<Name>(cx, "user_name") {
+            Form::Accepted(Name { name }) => Ask::new()
                 .form(
                     "favorite_color",
                     "What is your favorite color?",
@@ -323,17 +342,16 @@ fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
                 )
                 .state_json(&Round { round: 2, name: Some(name) })
                 .into(),
-            (None, Some(answer)) => unusable(answer),
-            (None, None) => Ask::new()
+            Form::Unusable(other) => unusable(other),
+            Form::Missing => Ask::new()
                 .form("user_name", "What is your name?", name_form())
                 .state_json(&Round { round: 1, name: None })
                 .into(),
         },
-        Some(Round { round: 2, name }) => match (cx.accepted::<Color>("favorite_color"), cx.response("favorite_color"))
-        {
-            (Some(Color { color }), _) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
-            (None, Some(answer)) => unusable(answer),
-            (None, None) => Ask::new()
+        Some(Round { round: 2, name }) => match form::<Color>(cx, "favorite_color") {
+            Form::Accepted(Color { color }) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
+            Form::Unusable(other) => unusable(other),
+            Form::Missing => Ask::new()
                 .form(
                     "favorite_color",
                     "What is your favorite color?",
@@ -445,12 +463,12 @@ struct ContextAnswer {
 }
 
 fn ir_prompt(_: NoArgs, cx: &Context) -> Outcome<Vec<PromptMessage>> {
-    match (cx.accepted::<ContextAnswer>("user_context"), cx.response("user_context")) {
-        (Some(ContextAnswer { context }), _) => {
+    match form::<ContextAnswer>(cx, "user_context") {
+        Form::Accepted(ContextAnswer { context }) => {
             Outcome::Done(vec![PromptMessage::user(format!("Context provided: {context}"))])
         }
-        (None, Some(other)) => Outcome::Done(vec![PromptMessage::user(format!("No context: {other:?}"))]),
-        (None, None) => Ask::new()
+        Form::Unusable(other) => Outcome::Done(vec![PromptMessage::user(format!("No context: {other:?}"))]),
+        Form::Missing => Ask::new()
             .form(
                 "user_context",
                 "What context should the prompt use?",
