@@ -484,9 +484,8 @@ class Http:
         elif "application/json" in headers.get("content-type", "") and data:
             check_messages(data, sent, rid, True)
         elif "text/event-stream" in headers.get("content-type", ""):
-            for line in data.decode(errors="replace").splitlines():
-                if line.startswith("data:") and line[5:].strip():
-                    check_messages(line[5:].encode(), sent, rid, False)
+            for text in event_data(data):
+                check_messages(text.encode(), sent, rid, False)
 
     def catalog(self):
         listings = {}
@@ -537,10 +536,15 @@ def dig(tree, *keys):
     return tree
 
 
+def event_data(data):
+    """The non-empty `data:` fields of an event stream's text."""
+    return [line[5:] for line in data.decode(errors="replace").splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
 def replies(headers, data):
     """The JSON-RPC messages of a response, whether it came as JSON or as an event stream."""
     if "text/event-stream" in headers.get("content-type", ""):
-        texts = [line[5:] for line in data.decode(errors="replace").splitlines() if line.startswith("data:")]
+        texts = event_data(data)
     else:
         texts = [data.decode(errors="replace")]
     messages = []
