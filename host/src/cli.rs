@@ -17,7 +17,7 @@ use crate::runtime::{CompileCache, PluginRuntime, RuntimeConfig};
 use crate::scaffold::{self, Language};
 use crate::tenants::{Configuration, Tenants, TenantsConfig};
 use crate::transport::http::HttpOptions;
-use crate::workers::{ExtraWorkers, Workers};
+use crate::workers::{ExtraWorkers, Placement, Workers};
 
 /// Serve the Model Context Protocol from sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -165,11 +165,17 @@ struct ServeArgs {
     #[command(flatten)]
     admin: AdminArgs,
     /// Request workers [default: twice the machine's cores]: each is a thread with an async runtime
-    /// of its own, and each HTTP connection is served on one of them (the one with the fewest
-    /// connections when it opens). A call that computes past half a millisecond moves to a
+    /// of its own, and each HTTP connection is served on one of them (see --worker-fill for
+    /// which). A call that computes past half a millisecond moves to a
     /// thread of its own, so the workers only carry short work.
     #[arg(long, value_name = "N", env = "CAPSULE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
+    /// Connections each of the first workers, one a core, takes before the other workers get
+    /// any; past that, a new connection goes to the worker with the fewest. Fewer busier
+    /// workers park and wake less at moderate load; 0 spreads from the first connection on.
+    #[arg(long, value_name = "N", env = "CAPSULE_WORKER_FILL", default_value_t = DEFAULT_WORKER_FILL,
+        value_parser = clap::value_parser!(u16).range(0..=1024))]
+    worker_fill: u16,
     /// Microseconds a worker that has just served something keeps polling for more before it
     /// sleeps (0, the default: sleep at once). Lower latency when requests follow each other
     /// closely and nothing else needs the CPUs, for at most this much CPU per pause in the
@@ -207,6 +213,11 @@ struct ServeArgs {
 pub fn default_workers() -> usize {
     2 * std::thread::available_parallelism().map_or(1, usize::from)
 }
+
+/// Connections each worker of the first tier takes before the rest get any (see
+/// `workers::Placement`): on two cores at 8 clients, two workers of four connections each
+/// parked a third as often as four of two (BENCHMARKS.md, "Filling one worker a core first").
+pub const DEFAULT_WORKER_FILL: u16 = 4;
 
 /// A body limit from 1 KiB to 1 GiB.
 fn body_bytes(text: &str) -> Result<usize, String> {
@@ -386,12 +397,14 @@ pub fn main() -> ExitCode {
     };
     init_logs(cli.log_format, traces.as_ref());
     // Only HTTP has connections to spread; stdio is one, and the other commands serve none.
-    let (workers, idle_poll) = match &cli.command {
-        Command::Serve(args) if !args.stdio => {
-            (args.workers.map_or_else(default_workers, usize::from), Duration::from_micros(args.idle_poll))
-        }
-        Command::Serve(args) => (1, Duration::from_micros(args.idle_poll)),
-        _ => (1, Duration::ZERO),
+    let (workers, fill, idle_poll) = match &cli.command {
+        Command::Serve(args) if !args.stdio => (
+            args.workers.map_or_else(default_workers, usize::from),
+            usize::from(args.worker_fill),
+            Duration::from_micros(args.idle_poll),
+        ),
+        Command::Serve(args) => (1, 0, Duration::from_micros(args.idle_poll)),
+        _ => (1, 0, Duration::ZERO),
     };
     let slice = match &cli.command {
         Command::Serve(args) if args.worker_slice > 0 => Some(Duration::from_micros(args.worker_slice)),
@@ -431,7 +444,8 @@ pub fn main() -> ExitCode {
         let _entered = handle.enter();
         idle_poll.start(1);
     }
-    let workers = Workers::new(extra.handles());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let workers = Workers::new(extra.handles(), Placement { cores, depth: fill });
     let result = runtime.block_on(async {
         idle_poll.start(1);
         match cli.command {

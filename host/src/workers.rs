@@ -7,7 +7,7 @@
 //! costs about as much as the request (BENCHMARKS.md, "Workers"). So every worker is a
 //! runtime of its own with a single thread, and a connection, once accepted, lives on one
 //! worker: its requests, the plugin calls they start and the tasks they spawn run there,
-//! with no hand-off. New connections go to the worker with the fewest open ones. The first
+//! with no hand-off. Where a new connection goes is the [`Placement`]'s choice. The first
 //! worker is the runtime `serve` itself runs on, so it also carries the background work
 //! (loaders, watchers, session expiry); stdio's one connection is served there too.
 //!
@@ -56,11 +56,34 @@ impl ExtraWorkers {
     }
 }
 
+/// How new connections are spread over the workers.
+///
+/// A worker that serves few connections is often idle between their requests, and each time
+/// it sleeps and wakes with the next one costs two context switches; on a guest where waking
+/// a thread is slow that is a large share of a short call (BENCHMARKS.md, "Filling one worker
+/// a core first"). So the first `cores` workers, one a core, each take up to `depth`
+/// connections (the one with the fewest first) before any other worker gets one; from then
+/// on every connection goes to the worker with the fewest open. `depth` 0 spreads from the
+/// first connection on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Workers in the first tier: one a core.
+    pub cores: usize,
+    /// Connections each of them takes before the others get any.
+    pub depth: usize,
+}
+
+impl Placement {
+    /// The fewest-open rule from the first connection on.
+    pub const SPREAD: Placement = Placement { cores: 0, depth: 0 };
+}
+
 /// Where connections are served: the runtime a [`Workers`] was made on, and any others.
 /// Cheap to clone. Never empty: the current runtime comes first. The default is it alone.
 #[derive(Clone)]
 pub struct Workers {
     workers: Arc<[Worker]>,
+    placement: Placement,
 }
 
 struct Worker {
@@ -71,10 +94,11 @@ struct Worker {
 }
 
 impl Workers {
-    /// The current runtime and `others`.
-    pub fn new(others: impl IntoIterator<Item = Handle>) -> Self {
+    /// The current runtime and `others`, connections placed by `placement`.
+    pub fn new(others: impl IntoIterator<Item = Handle>, placement: Placement) -> Self {
         let local = std::iter::once(None).chain(others.into_iter().map(Some));
-        Workers { workers: local.map(|handle| Worker { handle, open: AtomicUsize::new(0) }).collect() }
+        let workers = local.map(|handle| Worker { handle, open: AtomicUsize::new(0) }).collect();
+        Workers { workers, placement }
     }
 
     /// How many runtimes serve connections (the current one among them).
@@ -82,10 +106,16 @@ impl Workers {
         self.workers.len()
     }
 
-    /// The worker with the fewest open connections (the first on a tie), counted as serving
-    /// one more for as long as the returned [`Assigned`] lives.
+    /// The worker the [`Placement`] picks (the first on a tie), counted as serving one more
+    /// for as long as the returned [`Assigned`] lives.
     pub fn assign(&self) -> Assigned {
-        let index = (0..self.workers.len()).min_by_key(|&i| self.workers[i].open.load(Ordering::Relaxed)).unwrap_or(0);
+        let open = |i: usize| self.workers[i].open.load(Ordering::Relaxed);
+        let Placement { cores, depth } = self.placement;
+        let index = (0..cores.min(self.workers.len()))
+            .filter(|&i| open(i) < depth)
+            .min_by_key(|&i| open(i))
+            .or_else(|| (0..self.workers.len()).min_by_key(|&i| open(i)))
+            .unwrap_or(0);
         self.workers[index].open.fetch_add(1, Ordering::Relaxed);
         Assigned { workers: self.clone(), index }
     }
@@ -99,7 +129,7 @@ impl Workers {
 
 impl Default for Workers {
     fn default() -> Self {
-        Workers::new([])
+        Workers::new([], Placement::SPREAD)
     }
 }
 
@@ -135,7 +165,7 @@ mod tests {
     #[test]
     fn connections_go_to_the_least_loaded_worker() {
         let extra = ExtraWorkers::start(2, || {}, || {}).expect("runtimes");
-        let workers = Workers::new(extra.handles());
+        let workers = Workers::new(extra.handles(), Placement::SPREAD);
         assert_eq!(workers.count(), 3);
         let first = workers.assign();
         assert!(first.handle().is_none(), "a tie goes to the current runtime");
@@ -156,9 +186,40 @@ mod tests {
         let workers = Workers::default();
         assert_eq!(workers.count(), 1);
         assert!(workers.assign().handle().is_none());
-        let workers = Workers::new([]);
+        let workers = Workers::new([], Placement { cores: 2, depth: 4 });
         let assigned = workers.assign();
         assert!(assigned.handle().is_none());
         assert_eq!(workers.open(), [1]);
+    }
+
+    #[test]
+    fn one_worker_a_core_fills_first_then_all_spread() {
+        let extra = ExtraWorkers::start(3, || {}, || {}).expect("runtimes");
+        let workers = Workers::new(extra.handles(), Placement { cores: 2, depth: 3 });
+        let mut held: Vec<Assigned> = (0..2).map(|_| workers.assign()).collect();
+        assert_eq!(workers.open(), [1, 1, 0, 0], "the first tier is spread over the cores");
+        held.extend((0..4).map(|_| workers.assign()));
+        assert_eq!(workers.open(), [3, 3, 0, 0], "the others wait until the first tier is full");
+        held.extend((0..3).map(|_| workers.assign()));
+        assert_eq!(workers.open(), [3, 3, 2, 1], "past it, the fewest open");
+        held.extend((0..3).map(|_| workers.assign()));
+        assert_eq!(workers.open(), [3, 3, 3, 3]);
+        held.push(workers.assign());
+        assert_eq!(workers.open(), [4, 3, 3, 3]);
+        drop(held.drain(..2));
+        assert_eq!(workers.open(), [3, 2, 3, 3]);
+        held.push(workers.assign());
+        assert_eq!(workers.open(), [3, 3, 3, 3], "a first-tier worker below its depth takes the next");
+        drop(held);
+        assert_eq!(workers.open(), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn more_cores_than_workers_is_the_fewest_open_rule() {
+        let extra = ExtraWorkers::start(1, || {}, || {}).expect("runtimes");
+        let workers = Workers::new(extra.handles(), Placement { cores: 8, depth: 2 });
+        let held: Vec<Assigned> = (0..5).map(|_| workers.assign()).collect();
+        assert_eq!(workers.open(), [3, 2]);
+        drop(held);
     }
 }

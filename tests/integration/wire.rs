@@ -824,7 +824,7 @@ async fn add(client: &Client, id: i64) {
 /// the second connection's calls run on the second worker's thread and the first's do not.
 #[tokio::test]
 async fn each_connection_is_served_by_one_worker_and_they_share_the_load() {
-    let server = Server::http(&["--workers", "2"]);
+    let server = Server::http(&["--workers", "2", "--worker-fill", "0"]);
     let second_worker = |server: &Server| server.thread_cpu("capsule-wk-1");
     // Each client keeps one connection: calls made one at a time reuse it.
     let (first, second) = (Client::new(&server.url), Client::new(&server.url));
@@ -845,6 +845,36 @@ async fn each_connection_is_served_by_one_worker_and_they_share_the_load() {
         other * 4 < served,
         "the first connection's calls used {other:?} of the second worker (its own: {served:?})"
     );
+}
+
+/// `--worker-fill`: one worker a core takes that many connections before the other workers
+/// get any. With one worker more than the cores and a fill of two, the first two connections
+/// a core leave the last worker idle, and the next connection is served there.
+#[tokio::test]
+async fn the_first_workers_fill_before_the_others_get_a_connection() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let (workers, last) = ((cores + 1).to_string(), format!("capsule-wk-{cores}"));
+    let server = Server::http(&["--workers", &workers, "--worker-fill", "2"]);
+    let filling: Vec<Client> = (0..2 * cores).map(|_| Client::new(&server.url)).collect();
+    for client in &filling {
+        add(client, 0).await;
+    }
+    let before = server.thread_cpu(&last);
+    for id in 1..=100 {
+        for client in &filling {
+            add(client, id).await;
+        }
+    }
+    let idle = server.thread_cpu(&last) - before;
+    let next = Client::new(&server.url);
+    add(&next, 0).await;
+    let before = server.thread_cpu(&last);
+    for id in 1..=300 {
+        add(&next, id).await;
+    }
+    let served = server.thread_cpu(&last) - before;
+    assert!(served >= std::time::Duration::from_millis(5), "the last worker used {served:?} for 300 calls");
+    assert!(idle * 4 < served, "the first tier's calls used {idle:?} of the last worker (its own: {served:?})");
 }
 
 /// `--worker-slice`: every worker thread asks for the slice, the others keep the kernel's.
@@ -879,8 +909,8 @@ async fn a_session_spans_workers() {
     let dir = crate::support::scratch_dir("session-workers");
     let policy = crate::hardening::misfit_policy(&dir, "", "");
     let misfit = crate::hardening::misfit();
-    let server =
-        Server::http(&["--workers", "2", "--plugin", misfit.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    let (plugin, config) = (misfit.to_str().unwrap(), policy.to_str().unwrap());
+    let server = Server::http(&["--workers", "2", "--worker-fill", "0", "--plugin", plugin, "--config", config]);
     // The session's requests ride the first connection (the first worker); its stream opens
     // the second (the other worker, which has none yet).
     let client = announcing_session(&server).await;

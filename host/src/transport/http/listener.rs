@@ -43,7 +43,7 @@ impl Default for ConnectionLimits {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub IpAddr);
 
-/// Accept connections until `shutdown` fires, serve each on the worker with the fewest, then
+/// Accept connections until `shutdown` fires, serve each on the worker `workers` picks, then
 /// let the open ones finish.
 pub async fn run(
     listener: TcpListener,
