@@ -66,6 +66,18 @@ pub enum InputResponse {
     Invalid(String),
 }
 
+/// The client's answer to one form elicitation, as [`Context::form`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Form<'a, T> {
+    /// No answer to it came with this call: ask for it.
+    Missing,
+    /// Accepted, with values that fit `T`.
+    Accepted(T),
+    /// Declined, cancelled, answered with another kind of response, or with values that do
+    /// not fit `T`: end the call (asking again would ask a client that already said no).
+    Unusable(&'a InputResponse),
+}
+
 /// A directory the current call may use, as the host opened it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -186,12 +198,25 @@ impl Context {
 
     /// The accepted form values of the elicitation with this key, deserialized; `None` when
     /// there is no such answer, it was declined or cancelled, or the values do not fit `T`.
+    /// To tell "not asked yet" from "answered, but not with values", use [`Context::form`].
     pub fn accepted<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        match self.response(key)? {
+        match self.form(key) {
+            Form::Accepted(values) => Some(values),
+            Form::Missing | Form::Unusable(_) => None,
+        }
+    }
+
+    /// Where the call stands with the form elicitation with this key: not answered in this
+    /// call (ask for it), accepted with values that fit `T`, or answered some other way.
+    /// A handler that asks again on any answer but the wanted one keeps a declining client
+    /// going round until the host's limit on input rounds ends the call with an error.
+    pub fn form<T: DeserializeOwned>(&self, key: &str) -> Form<'_, T> {
+        let Some(answer) = self.response(key) else { return Form::Missing };
+        match answer {
             InputResponse::Elicitation { action: ElicitAction::Accept, content: Some(content) } => {
-                serde_json::from_value(content.clone()).ok()
+                serde_json::from_value(content.clone()).map_or(Form::Unusable(answer), Form::Accepted)
             }
-            _ => None,
+            _ => Form::Unusable(answer),
         }
     }
 
@@ -285,5 +310,40 @@ impl Ask {
     pub fn state_json(self, state: &impl Serialize) -> Self {
         let bytes = serde_json::to_vec(state).expect("plugin state must serialize to JSON");
         self.state(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Name {
+        name: String,
+    }
+
+    fn answered(action: ElicitAction, content: Option<Value>) -> Context {
+        let answer = InputResponse::Elicitation { action, content };
+        Context { client: ClientCapabilities::default(), responses: vec![("who".into(), answer)], state: None }
+    }
+
+    #[test]
+    fn a_form_answer_is_missing_accepted_or_unusable() {
+        let accepted = answered(ElicitAction::Accept, Some(serde_json::json!({"name": "Ada"})));
+        assert_eq!(accepted.form::<Name>("who"), Form::Accepted(Name { name: "Ada".into() }));
+        assert_eq!(accepted.accepted::<Name>("who"), Some(Name { name: "Ada".into() }));
+        assert_eq!(accepted.form::<Name>("other"), Form::Missing);
+
+        let misfit = answered(ElicitAction::Accept, Some(serde_json::json!({"age": 3})));
+        assert!(matches!(misfit.form::<Name>("who"), Form::Unusable(InputResponse::Elicitation { .. })));
+        assert_eq!(misfit.accepted::<Name>("who"), None);
+        for action in [ElicitAction::Decline, ElicitAction::Cancel] {
+            let said_no = answered(action, None);
+            assert!(matches!(said_no.form::<Name>("who"), Form::Unusable(_)), "{action:?}");
+        }
+        let answer = InputResponse::Roots(Vec::new());
+        let roots =
+            Context { client: ClientCapabilities::default(), responses: vec![("who".into(), answer)], state: None };
+        assert_eq!(roots.form::<Name>("who"), Form::Unusable(&InputResponse::Roots(Vec::new())));
     }
 }

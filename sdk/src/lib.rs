@@ -41,7 +41,7 @@ mod registry;
 pub use capsule_uri_template::UriVariables;
 pub use content::{Content, Error, IntoPromptResult, IntoReadResult, IntoToolResult, Json, ToolResult};
 pub use context::{
-    Ask, ClientCapabilities, Context, ElicitAction, Identity, InputResponse, LogLevel, Mount, Principal, Root,
+    Ask, ClientCapabilities, Context, ElicitAction, Form, Identity, InputResponse, LogLevel, Mount, Principal, Root,
 };
 pub use registry::{
     Handler, ListKind, NoArgs, Outcome, Plugin, PromptMessage, ResourceOptions, Role, TemplateOptions, ToolOptions,
@@ -54,8 +54,8 @@ pub use serde_json::{self, Value, json};
 /// Everything a plugin usually needs.
 pub mod prelude {
     pub use crate::{
-        Ask, Content, Context, Deserialize, ElicitAction, InputResponse, Json, JsonSchema, LogLevel, Mount, NoArgs,
-        Outcome, Plugin, PromptMessage, Role, Serialize, ToolOptions, ToolResult, UriVariables, Value, json,
+        Ask, Content, Context, Deserialize, ElicitAction, Form, InputResponse, Json, JsonSchema, LogLevel, Mount,
+        NoArgs, Outcome, Plugin, PromptMessage, Role, Serialize, ToolOptions, ToolResult, UriVariables, Value, json,
     };
 }
 

@@ -83,24 +83,6 @@ fn unusable<T: From<String>>(answer: &InputResponse) -> Outcome<T> {
     Outcome::Done(format!("Unexpected answer: {answer:?}").into())
 }
 
-/// Where a handler stands with the answer to one of its form elicitations.
-enum Form<'a, T> {
-    /// No answer came with this round: ask.
-    Missing,
-    /// Accepted, with values that fit `T`.
-    Accepted(T),
-    /// Declined, cancelled, of another kind or not fitting `T`: end the call.
-    Unusable(&'a InputResponse),
-}
-
-fn form<'a, T: serde::de::DeserializeOwned>(cx: &'a Context, key: &str) -> Form<'a, T> {
-    match (cx.accepted(key), cx.response(key)) {
-        (Some(values), _) => Form::Accepted(values),
-        (None, Some(other)) => Form::Unusable(other),
-        (None, None) => Form::Missing,
-    }
-}
-
 #[derive(Deserialize, JsonSchema)]
 struct ElicitationArgs {
     /// The message shown to the user.
@@ -260,7 +242,7 @@ fn name_form() -> Value {
 }
 
 fn ir_elicitation(_: NoArgs, cx: &Context) -> Outcome<String> {
-    match form::<Name>(cx, "user_name") {
+    match cx.form::<Name>("user_name") {
         Form::Accepted(Name { name }) => Outcome::Done(format!("Hello, {name}!")),
         Form::Unusable(other) => unusable(other),
         Form::Missing => Ask::new().form("user_name", "What is your name?", name_form()).into(),
@@ -305,7 +287,7 @@ fn ir_multiple_inputs(_: NoArgs, cx: &Context) -> Outcome<String> {
     let greeting = cx.response("greeting");
     let roots = cx.response("client_roots");
     if let (Some(_), Some(_)) = (greeting, roots) {
-        match form::<Name>(cx, "user_name") {
+        match cx.form::<Name>("user_name") {
             Form::Accepted(Name { name }) => return Outcome::Done(format!("Got all three inputs for {name}")),
             Form::Unusable(other) => return unusable(other),
             Form::Missing => {}
@@ -333,7 +315,7 @@ struct Color {
 fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
     let state = cx.state_json::<Round>();
     match state {
-        Some(Round { round: 1, .. }) => match form::<Name>(cx, "user_name") {
+        Some(Round { round: 1, .. }) => match cx.form::<Name>("user_name") {
             Form::Accepted(Name { name }) => Ask::new()
                 .form(
                     "favorite_color",
@@ -348,7 +330,7 @@ fn ir_multi_round(_: NoArgs, cx: &Context) -> Outcome<String> {
                 .state_json(&Round { round: 1, name: None })
                 .into(),
         },
-        Some(Round { round: 2, name }) => match form::<Color>(cx, "favorite_color") {
+        Some(Round { round: 2, name }) => match cx.form::<Color>("favorite_color") {
             Form::Accepted(Color { color }) => Outcome::Done(format!("{} likes {color}", name.unwrap_or_default())),
             Form::Unusable(other) => unusable(other),
             Form::Missing => Ask::new()
@@ -463,7 +445,7 @@ struct ContextAnswer {
 }
 
 fn ir_prompt(_: NoArgs, cx: &Context) -> Outcome<Vec<PromptMessage>> {
-    match form::<ContextAnswer>(cx, "user_context") {
+    match cx.form::<ContextAnswer>("user_context") {
         Form::Accepted(ContextAnswer { context }) => {
             Outcome::Done(vec![PromptMessage::user(format!("Context provided: {context}"))])
         }
