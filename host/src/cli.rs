@@ -211,7 +211,12 @@ struct ServeArgs {
 /// carry short work only: a call computing past half a millisecond leaves them
 /// (`runtime::offload`).
 pub fn default_workers() -> usize {
-    2 * std::thread::available_parallelism().map_or(1, usize::from)
+    2 * cores()
+}
+
+/// The machine's cores, as the OS lets this process use them.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// Connections each worker of the first tier takes before the rest get any (see
@@ -444,8 +449,7 @@ pub fn main() -> ExitCode {
         let _entered = handle.enter();
         idle_poll.start(1);
     }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let workers = Workers::new(extra.handles(), Placement { cores, depth: fill });
+    let workers = Workers::new(extra.handles(), Placement { cores: cores(), depth: fill });
     let result = runtime.block_on(async {
         idle_poll.start(1);
         match cli.command {

@@ -323,7 +323,10 @@ mod tests {
     }
 
     fn answered(action: ElicitAction, content: Option<Value>) -> Context {
-        let answer = InputResponse::Elicitation { action, content };
+        answered_with(InputResponse::Elicitation { action, content })
+    }
+
+    fn answered_with(answer: InputResponse) -> Context {
         Context { client: ClientCapabilities::default(), responses: vec![("who".into(), answer)], state: None }
     }
 
@@ -341,9 +344,7 @@ mod tests {
             let said_no = answered(action, None);
             assert!(matches!(said_no.form::<Name>("who"), Form::Unusable(_)), "{action:?}");
         }
-        let answer = InputResponse::Roots(Vec::new());
-        let roots =
-            Context { client: ClientCapabilities::default(), responses: vec![("who".into(), answer)], state: None };
+        let roots = answered_with(InputResponse::Roots(Vec::new()));
         assert_eq!(roots.form::<Name>("who"), Form::Unusable(&InputResponse::Roots(Vec::new())));
     }
 }
