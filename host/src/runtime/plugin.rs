@@ -587,7 +587,7 @@ impl Plugin {
             ),
         };
         let parent = if build.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
-        let work = meter.meter(sandbox.runtime.clock.runs(), async {
+        let work = Box::pin(meter.meter(sandbox.runtime.clock.runs(), async {
             let instance = match ready {
                 Some(instance) => instance,
                 None => sandbox.pre.instantiate_async(&mut store).await?,
@@ -599,7 +599,7 @@ impl Plugin {
                     capsule.plugin = plugin, capsule.tenant = tenant)
             });
             call(&mut store, &instance, std::marker::PhantomData).await
-        });
+        }));
         // The call watches for its request's cancellation itself: on a thread of its own
         // (`offload`) it blocks the task that awaits it, and a guest waiting in a host call
         // (a sleep, a socket) reaches no tick where the epoch callback would stop it.
