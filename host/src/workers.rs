@@ -150,6 +150,38 @@ impl Assigned {
     pub fn handle(&self) -> Option<&Handle> {
         self.workers.workers[self.index].handle.as_ref()
     }
+
+    /// This connection's place, for its requests to step aside from.
+    pub fn seat(&self) -> Seat {
+        Seat { workers: self.workers.clone(), index: self.index }
+    }
+}
+
+/// A connection's place on its worker, as the requests it carries see it.
+#[derive(Clone)]
+pub struct Seat {
+    workers: Workers,
+    index: usize,
+}
+
+impl Seat {
+    /// Count the connection as not open until the returned [`Aside`] drops. An HTTP/1.1
+    /// connection that holds an event stream carries no request meanwhile, and costs its
+    /// worker nothing but the stream's events: counted, it would keep a first-tier place
+    /// from a connection that does carry calls (a legacy client holds one of each).
+    pub fn aside(&self) -> Aside {
+        self.workers.workers[self.index].open.fetch_sub(1, Ordering::Relaxed);
+        Aside(self.clone())
+    }
+}
+
+/// A connection counted as not open, while it lives (see [`Seat::aside`]).
+pub struct Aside(Seat);
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        self.0.workers.workers[self.0.index].open.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Assigned {
@@ -210,6 +242,22 @@ mod tests {
         assert_eq!(workers.open(), [3, 2, 3, 3]);
         held.push(workers.assign());
         assert_eq!(workers.open(), [3, 3, 3, 3], "a first-tier worker below its depth takes the next");
+        drop(held);
+        assert_eq!(workers.open(), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_connection_that_holds_a_stream_leaves_its_place_to_the_next() {
+        let extra = ExtraWorkers::start(3, || {}, || {}).expect("runtimes");
+        let workers = Workers::new(extra.handles(), Placement { cores: 2, depth: 2 });
+        let mut held: Vec<Assigned> = (0..4).map(|_| workers.assign()).collect();
+        assert_eq!(workers.open(), [2, 2, 0, 0]);
+        let streams: Vec<Aside> = held.iter().take(2).map(|assigned| assigned.seat().aside()).collect();
+        assert_eq!(workers.open(), [1, 1, 0, 0], "a stream connection is not counted");
+        held.extend((0..2).map(|_| workers.assign()));
+        assert_eq!(workers.open(), [2, 2, 0, 0], "its place went to a connection that carries calls");
+        drop(streams);
+        assert_eq!(workers.open(), [3, 3, 0, 0], "counted again once its stream ends");
         drop(held);
         assert_eq!(workers.open(), [0, 0, 0, 0]);
     }

@@ -877,6 +877,44 @@ async fn the_first_workers_fill_before_the_others_get_a_connection() {
     assert!(idle * 4 < served, "the first tier's calls used {idle:?} of the last worker (its own: {served:?})");
 }
 
+/// A connection that holds a legacy session's GET stream carries no request while it does:
+/// it is not counted where new connections are placed. Legacy sessions, each with its POST
+/// connection and its stream's, two a core: their calling connections fill the first tier
+/// and the last worker stays idle (counted, the streams would push calls onto it).
+#[tokio::test]
+async fn a_connection_holding_a_stream_leaves_its_first_tier_place_to_calls() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let (workers, last) = ((cores + 1).to_string(), format!("capsule-wk-{cores}"));
+    let server = Server::http(&["--workers", &workers, "--worker-fill", "2"]);
+    let mut sessions = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..2 * cores {
+        let mut session = Client::new(&server.url);
+        session.initialize("2025-11-25", json!({})).await;
+        streams.push(RawEvents::open(&session, None).await);
+        sessions.push(session);
+    }
+    let call = |id: i64| json!({"name": "add", "arguments": {"a": id, "b": 1}});
+    let before = server.thread_cpu(&last);
+    for id in 1..=100 {
+        for session in &sessions {
+            let reply = session.request(id, "tools/call", call(id)).await;
+            assert_eq!(first_text(&reply["result"]), (id + 1).to_string(), "{reply}");
+        }
+    }
+    let idle = server.thread_cpu(&last) - before;
+    let next = Client::new(&server.url);
+    add(&next, 0).await;
+    let before = server.thread_cpu(&last);
+    for id in 1..=300 {
+        add(&next, id).await;
+    }
+    let served = server.thread_cpu(&last) - before;
+    assert!(served >= std::time::Duration::from_millis(5), "the last worker used {served:?} for 300 calls");
+    assert!(idle * 4 < served, "the sessions' calls used {idle:?} of the last worker (its own: {served:?})");
+    drop(streams);
+}
+
 /// `--worker-slice`: every worker thread asks for the slice, the others keep the kernel's.
 #[tokio::test]
 async fn workers_ask_for_the_slice_they_are_given() {

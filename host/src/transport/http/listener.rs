@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::response::Response;
+use futures::StreamExt;
+use http::{Method, header};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
@@ -18,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::workers::Workers;
+use crate::workers::{Seat, Workers};
 
 /// Connection limits of the HTTP server.
 #[derive(Debug, Clone)]
@@ -37,6 +40,24 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits { max_connections: 1024, header_timeout: Duration::from_secs(30), max_header_bytes: 64 << 10 }
     }
+}
+
+/// Whether a response is an event stream.
+fn is_event_stream(response: &Response) -> bool {
+    response.headers().get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// A GET's event stream (a legacy session's, or a POST stream resumed) holds its connection
+/// until it ends, carrying no request: the connection is not counted where new ones are
+/// placed for as long as the stream's body lives.
+fn aside_while_streaming(response: Response, seat: &Seat) -> Response {
+    let aside = seat.aside();
+    response.map(|body| {
+        // The stream owns the guard, so it is dropped with the body, however that ends.
+        Body::from_stream(body.into_data_stream().inspect(move |_| {
+            let _owned = &aside;
+        }))
+    })
 }
 
 /// The address of the client that sent a request.
@@ -73,9 +94,9 @@ pub async fn run(
         };
         let (app, head, shutdown) = (app.clone(), (limits.header_timeout, limits.max_header_bytes), shutdown.clone());
         let assigned = workers.assign();
-        let worker = assigned.handle().cloned();
+        let (worker, seat) = (assigned.handle().cloned(), assigned.seat());
         let serving = move |stream| async move {
-            serve(stream, peer, app, head, shutdown).await;
+            serve(stream, peer, seat, app, head, shutdown).await;
             drop((permit, assigned));
         };
         let Some(worker) = worker else {
@@ -107,6 +128,7 @@ pub async fn run(
 async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
+    seat: Seat,
     app: Router,
     (header_timeout, max_header_bytes): (Duration, usize),
     shutdown: CancellationToken,
@@ -118,7 +140,14 @@ async fn serve(
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ClientAddr(peer.ip()));
         let app = app.clone();
-        async move { Ok::<_, Infallible>(app.oneshot(request.map(Body::new)).await.unwrap_or_else(|e| match e {})) }
+        let seat = (request.method() == Method::GET).then(|| seat.clone());
+        async move {
+            let response = app.oneshot(request.map(Body::new)).await.unwrap_or_else(|e| match e {});
+            Ok::<_, Infallible>(match seat {
+                Some(seat) if is_event_stream(&response) => aside_while_streaming(response, &seat),
+                _ => response,
+            })
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // hyper answers 431 to a head over `max_header_bytes` (counted exactly, however it
