@@ -587,6 +587,9 @@ impl Plugin {
             ),
         };
         let parent = if build.is_disabled() { tracing::Span::none() } else { tracing::Span::current() };
+        // Boxed: the timeout, the select and `Offload` below would each hold it in full, and
+        // every async layer above copies what it holds when it is moved into its parent
+        // (BENCHMARKS.md, "Box the sandbox work").
         let work = Box::pin(meter.meter(sandbox.runtime.clock.runs(), async {
             let instance = match ready {
                 Some(instance) => instance,
