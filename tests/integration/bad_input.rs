@@ -34,6 +34,28 @@ async fn malformed_json_is_a_parse_error() {
     assert_eq!(reply.messages[0]["error"]["code"], -32700, "{}", reply.body);
 }
 
+/// RFC 8259 lets a parser ignore a UTF-8 byte order mark before a JSON text; some writers
+/// (Windows tools, editors) put one first without being asked.
+#[tokio::test]
+async fn a_leading_byte_order_mark_is_ignored() {
+    let server = server();
+    let mut client = Client::new(&server.url);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bom", "version": "1"}}});
+    let reply = client.post_raw(format!("\u{feff}{initialize}"), &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.messages[0]["result"]["protocolVersion"], "2025-11-25", "{}", reply.body);
+    client.session = reply.headers.get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    client.version = "2025-11-25".into();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    let reply = client.post_raw(format!("\u{feff}{call}"), &[]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5", "{}", reply.body);
+    // Only first: a mark after leading white space is not a JSON text's start.
+    let reply = client.post_raw(format!(" \u{feff}{call}"), &[]).await;
+    assert_eq!((reply.status, reply.messages[0]["error"]["code"].clone()), (400, json!(-32700)), "{}", reply.body);
+}
+
 #[tokio::test]
 async fn request_without_method_is_an_invalid_request() {
     let server = server();
@@ -143,6 +165,25 @@ async fn foreign_origin_and_host_are_forbidden() {
     assert!(own.starts_with("HTTP/1.1 200"), "{own}");
 }
 
+/// The endpoint is HTTP/1.1: an h2c upgrade is answered over HTTP/1.1 as if not asked, and
+/// an HTTP/2 prior-knowledge connection is closed; neither disturbs anyone else.
+#[tokio::test]
+async fn http2_is_not_served_and_http1_goes_on() {
+    use tokio::io::AsyncWriteExt;
+    let server = server();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let upgrade = "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n";
+    let answer = raw_post(&server, "/mcp", upgrade, &init).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"protocolVersion\""), "{answer}");
+    let mut h2 = raw_connection(&server).await;
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.unwrap();
+    let closed = read_until_closed(&mut h2, std::time::Duration::from_secs(5)).await;
+    assert!(closed.is_some_and(|sent| !sent.contains("HTTP/2")), "an HTTP/2 connection was kept open");
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+}
+
 /// POST `body` to `target` over a raw socket, with the server's Host and `extra` headers:
 /// the whole answer.
 async fn raw_post(server: &Server, target: &str, extra: &str, body: &Value) -> String {
@@ -179,6 +220,9 @@ async fn corrupt_wasm_and_collisions_are_load_errors_and_the_rest_is_served() {
 #[test]
 fn stdio_answers_bad_lines_and_keeps_going() {
     let mut stdio = StdioServer::start();
+    // A byte order mark at the start of the stream, as a Windows writer may send, is ignored
+    // (so is a line holding nothing else).
+    stdio.send_bytes("\u{feff}\n\u{feff}".as_bytes());
     stdio.initialize("2025-06-18");
     stdio.send_line("{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\":");
     let parse_error = stdio.read();

@@ -329,7 +329,7 @@ impl CapsuleServer {
     pub async fn notification(&self, method: &str, raw: Option<&RawValue>, link: &Arc<dyn ClientLink>) {
         match method {
             "notifications/initialized" if self.session.peer.get().is_some() => {
-                self.shared.sessions.register(link.clone(), self.session.clone(), self.shared.catalog());
+                self.shared.sessions.register(link.clone(), self.session.clone(), &self.shared.catalog());
             }
             "notifications/roots/list_changed" => {
                 // A roots request may be waiting on the client; forgetting must not wait on it.

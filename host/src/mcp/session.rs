@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{
     ClientCapabilities, LoggingLevel, PromptListChangedNotification, ProtocolVersion, RequestId,
@@ -117,8 +117,11 @@ struct Live {
     link: Arc<dyn ClientLink>,
     state: Arc<SessionState>,
     /// The catalog in force when the session joined: a change that produced it came before
-    /// the session, which lists it already, so it is not announced to it.
-    joined: Arc<Catalog>,
+    /// the session, which lists it already, so it is not announced to it. Weak, because an
+    /// idle session must not keep a swapped-out catalog (its plugins' compiled code and
+    /// instances) alive; and the allocation a `Weak` holds is never reused, so no later
+    /// catalog can be mistaken for it.
+    joined: Weak<Catalog>,
 }
 
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.
@@ -136,13 +139,13 @@ impl Default for Sessions {
 
 impl Sessions {
     /// Remember a legacy session so it hears about changes (once, however often asked).
-    pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>, joined: Arc<Catalog>) {
+    pub fn register(&self, link: Arc<dyn ClientLink>, state: Arc<SessionState>, joined: &Arc<Catalog>) {
         if state.registered.swap(true, Ordering::SeqCst) {
             return;
         }
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.link.is_closed());
-        live.push(Live { link, state, joined });
+        live.push(Live { link, state, joined: Arc::downgrade(joined) });
     }
 
     /// Listen for changes (for a `subscriptions/listen` stream).
@@ -172,7 +175,10 @@ impl Sessions {
         let before_new = {
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
             live.retain(|l| !l.link.is_closed());
-            live.iter().filter(|l| !Arc::ptr_eq(&l.joined, new)).map(|l| l.link.clone()).collect::<Vec<_>>()
+            live.iter()
+                .filter(|l| !std::ptr::eq(l.joined.as_ptr(), Arc::as_ptr(new)))
+                .map(|l| l.link.clone())
+                .collect::<Vec<_>>()
         };
         for link in before_new {
             let notification = notification();
@@ -215,7 +221,61 @@ fn send_in_time(send: impl Future<Output = Result<(), LinkError>> + Send + 'stat
 
 #[cfg(test)]
 mod tests {
-    use super::covers;
+    use std::pin::Pin;
+
+    use rmcp::model::{ClientResult, ServerRequest};
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::mcp::request::LinkFuture;
+
+    /// A session's link that hands what it is sent to the test.
+    struct Recorder(mpsc::UnboundedSender<ServerNotification>);
+
+    impl ClientLink for Recorder {
+        fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
+            let _ = self.0.send(notification);
+            Box::pin(async { Ok(()) })
+        }
+        fn request(&self, _: ServerRequest) -> LinkFuture<'_, ClientResult> {
+            Box::pin(async { Err(LinkError::Closed) })
+        }
+        fn is_closed(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn session(sessions: &Sessions, joined: &Arc<Catalog>) -> mpsc::UnboundedReceiver<ServerNotification> {
+        let (sent, heard) = mpsc::unbounded_channel();
+        sessions.register(Arc::new(Recorder(sent)), Arc::default(), joined);
+        heard
+    }
+
+    #[tokio::test]
+    async fn a_change_is_announced_to_the_sessions_that_joined_before_it() {
+        let sessions = Sessions::default();
+        let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
+        let mut before = session(&sessions, &old);
+        let mut after = session(&sessions, &new);
+        sessions.list_changed(ListKind::Tools, &new).await;
+        let heard = tokio::time::timeout(NOTIFY_TIMEOUT, before.recv()).await.unwrap().unwrap();
+        assert!(matches!(heard, ServerNotification::ToolListChangedNotification(_)), "{heard:?}");
+        tokio::task::yield_now().await;
+        assert!(after.try_recv().is_err(), "a session that joined at the new catalog was told of it");
+    }
+
+    #[test]
+    fn a_session_does_not_keep_the_catalog_it_joined_alive() {
+        let sessions = Sessions::default();
+        let joined = Arc::new(Catalog::default());
+        let _heard = session(&sessions, &joined);
+        let watch = Arc::downgrade(&joined);
+        drop(joined);
+        assert!(watch.upgrade().is_none(), "an idle session pins a swapped-out catalog and its plugins");
+    }
 
     #[test]
     fn a_subscription_covers_its_resource_and_what_lies_beneath() {

@@ -146,8 +146,16 @@ pub enum Incoming<'a> {
     Batch(Vec<Result<Message<'a>, Refusal>>),
 }
 
+/// The JSON text of a body or line: without the UTF-8 byte order mark a client may put
+/// first, which RFC 8259 (section 8.1) lets a parser ignore, and which editors and some
+/// runtimes' writers add without being asked.
+pub fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 /// Read a body or line.
 pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Refusal> {
+    let bytes = without_bom(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
         let items: Vec<&RawValue> = serde_json::from_slice(bytes).map_err(parse_error)?;
@@ -348,6 +356,13 @@ mod tests {
         assert_eq!(code(read(b"[]").err().unwrap()).1, -32600);
         let not_utf8 = read(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err().unwrap();
         assert_eq!(code(not_utf8), (None, -32700));
+        // A leading byte order mark is ignored; one anywhere else is a character like any other.
+        assert!(matches!(
+            read(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),
+            Ok(Incoming::Single(Message::Request { method, .. })) if method == "ping"
+        ));
+        assert!(matches!(read(b"\xEF\xBB\xBF[{\"jsonrpc\":\"2.0\",\"method\":\"x\"}]"), Ok(Incoming::Batch(_))));
+        assert_eq!(code(read(b" \xEF\xBB\xBF{}").err().unwrap()), (None, -32700));
     }
 
     #[test]

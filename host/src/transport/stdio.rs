@@ -320,7 +320,7 @@ struct Connection {
 impl Connection {
     /// Take one line.
     async fn take(&self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if jsonrpc::without_bom(line).iter().all(u8::is_ascii_whitespace) {
             return;
         }
         match jsonrpc::read(line) {
