@@ -365,3 +365,41 @@ fn the_first_load_is_announced_once() {
     stdio.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client whose lists were asked for while the first load ran is answered the loaded lists
+/// (they wait for it), so it is not told afterwards that they changed.
+#[test]
+fn lists_that_waited_for_the_first_load_are_not_announced_again() {
+    let dir = scratch_dir("first-load-listed");
+    for name in ["calc", "conformance"] {
+        std::fs::copy(plugins().join(format!("{name}.wasm")), dir.join(format!("{name}.wasm"))).unwrap();
+    }
+    let (mut stdio, loaded) =
+        StdioServer::starting(&["--plugins", dir.to_str().unwrap(), "--no-compile-cache", "--no-watch"], &[]);
+    stdio.initialize("2025-11-25");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}));
+    assert!(loaded.try_recv().is_err(), "the first load ended before the lists were asked for");
+    loaded.recv_timeout(Duration::from_secs(120)).expect("the first load ends");
+    // Time for any notification the end of the load sends to arrive before the ping's answer.
+    std::thread::sleep(Duration::from_millis(500));
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    let mut answers = std::collections::BTreeMap::new();
+    let mut announced = Vec::new();
+    while answers.len() < 3 {
+        let message = stdio.read();
+        match message["id"].as_i64() {
+            Some(id) => drop(answers.insert(id, message)),
+            None => announced.push(message["method"].as_str().unwrap_or_default().to_owned()),
+        }
+    }
+    let names: Vec<&str> =
+        answers[&2]["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"add") && names.len() > 5, "not the loaded list: {names:?}");
+    assert!(!answers[&3]["result"]["resources"].as_array().unwrap().is_empty(), "{}", answers[&3]);
+    for listed in ["notifications/tools/list_changed", "notifications/resources/list_changed"] {
+        assert!(!announced.iter().any(|m| m == listed), "{listed} for a list already answered: {announced:?}");
+    }
+    stdio.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,7 +32,7 @@ use super::meta::{Meta, MetaView};
 use super::mirror;
 use super::reply::Reply;
 use super::request::{ClientLink, Front, Note, RequestCx};
-use super::session::Peer;
+use super::session::{List, Peer};
 
 /// Which era may call a method.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -250,6 +250,11 @@ impl CapsuleServer {
             return Err(method_not_found(method));
         }
         if serves_plugins(method) {
+            if let Some(list) = List::of(method)
+                && !self.shared.published.is_loaded()
+            {
+                self.session.awaiting_first_load(list);
+            }
             self.plugins_loaded().await;
         }
         match method {

@@ -17,9 +17,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::request::RequestCx;
-use super::session::{self, Change};
+use super::session::{self, Change, List};
 use super::{CapsuleServer, MAX_URI_BYTES, authorize, check_uri, convert, paged};
 use crate::auth::scope::Kind;
+use crate::catalog::Catalog;
 use crate::runtime::{ListKind, Plugin};
 
 /// Resources one session may subscribe to at once.
@@ -97,12 +98,21 @@ fn cache_scope(cx: &RequestCx) -> Option<CacheScope> {
 }
 
 impl CapsuleServer {
+    /// Remember that the session lists `list` from `catalog` when this is its first page (a
+    /// later page continues a listing that began there or earlier).
+    fn noted(&self, list: List, catalog: &Arc<Catalog>, params: &Option<PaginatedRequestParams>) {
+        if params.as_ref().is_none_or(|p| p.cursor.is_none()) {
+            self.session.listed(list, catalog);
+        }
+    }
+
     pub(super) fn list_tools(
         &self,
         params: &Option<PaginatedRequestParams>,
         cx: &RequestCx,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.shared.catalog();
+        self.noted(List::Tools, &catalog, params);
         let tools = visible(catalog.tools(), cx, |e| (&e.plugin, Kind::Tools, &e.tool.name));
         let (tools, next) = paged(&tools, params)?;
         let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
@@ -117,6 +127,7 @@ impl CapsuleServer {
         cx: &RequestCx,
     ) -> Result<ListResourcesResult, ErrorData> {
         let catalog = self.shared.catalog();
+        self.noted(List::Resources, &catalog, params);
         let resources = visible(catalog.resources(), cx, |e| (&e.plugin, Kind::Resources, &e.resource.uri));
         let (resources, next) = paged(&resources, params)?;
         let mut result =
@@ -132,6 +143,7 @@ impl CapsuleServer {
         cx: &RequestCx,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let catalog = self.shared.catalog();
+        self.noted(List::Templates, &catalog, params);
         let templates = visible(catalog.templates(), cx, |e| (&e.plugin, Kind::Resources, &e.template.uri_template));
         let (templates, next) = paged(&templates, params)?;
         let mut result = ListResourceTemplatesResult::with_all_items(
@@ -148,6 +160,7 @@ impl CapsuleServer {
         cx: &RequestCx,
     ) -> Result<ListPromptsResult, ErrorData> {
         let catalog = self.shared.catalog();
+        self.noted(List::Prompts, &catalog, params);
         let prompts = visible(catalog.prompts(), cx, |e| (&e.plugin, Kind::Prompts, &e.prompt.name));
         let (prompts, next) = paged(&prompts, params)?;
         let mut result =

@@ -105,12 +105,13 @@ impl Shared {
         tokio::spawn(async move {
             let mut seen = follow.current();
             while let Some((mut new, mut changed)) = follow.next(&seen).await {
-                if !follow.is_loaded() {
+                let first_load = !follow.is_loaded();
+                if first_load {
                     follow.first_load(FIRST_LOAD_WAIT).await;
                     (new, changed) = follow.since(&seen);
                 }
                 for kind in changed {
-                    notify.list_changed(kind, &new).await;
+                    notify.list_changed(kind, &new, first_load).await;
                 }
                 seen = new;
             }

@@ -45,6 +45,8 @@ pub struct SessionState {
     pub subscriptions: Mutex<BTreeSet<String>>,
     /// The client's roots, once asked for; cleared when the client says they changed.
     pub roots: tokio::sync::Mutex<Option<ClientRoots>>,
+    /// The catalogs its lists came from, so a change it already lists is not announced.
+    seen: Mutex<Seen>,
 }
 
 impl SessionState {
@@ -68,6 +70,85 @@ impl SessionState {
             token.cancel();
         }
     }
+
+    /// Note that the session asked for `list` while the first load runs: its answer, which
+    /// waits for the load, will hold the loaded catalog.
+    pub fn awaiting_first_load(&self, list: List) {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).lists[list as usize] = Listed::AwaitingFirstLoad;
+    }
+
+    /// Note that the session is answered `list` (its first page) from `catalog`.
+    pub fn listed(&self, list: List, catalog: &Arc<Catalog>) {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).lists[list as usize] = Listed::At(Arc::downgrade(catalog));
+    }
+
+    /// Whether the session may hold a `kind` list older than `new`, the catalog a change
+    /// produced (`first_load`: the one the first load ended with).
+    fn may_hold_stale(&self, kind: ListKind, new: &Arc<Catalog>, first_load: bool) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let is_new = |catalog: &Weak<Catalog>| std::ptr::eq(catalog.as_ptr(), Arc::as_ptr(new));
+        let lists: &[List] = match kind {
+            ListKind::Tools => &[List::Tools],
+            ListKind::Resources => &[List::Resources, List::Templates],
+            ListKind::Prompts => &[List::Prompts],
+        };
+        let mut asked = false;
+        for &list in lists {
+            match &seen.lists[list as usize] {
+                Listed::Never => {}
+                Listed::AwaitingFirstLoad if first_load => asked = true,
+                Listed::At(catalog) if is_new(catalog) => asked = true,
+                Listed::AwaitingFirstLoad | Listed::At(_) => return true,
+            }
+        }
+        // A session that never asked for this kind (it may have learnt it some other way)
+        // hears of every change since it joined.
+        !asked && !is_new(&seen.joined)
+    }
+}
+
+/// One of the lists a session can ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum List {
+    Tools,
+    Resources,
+    Templates,
+    Prompts,
+}
+
+impl List {
+    /// The list a method asks for, if it asks for one.
+    pub fn of(method: &str) -> Option<List> {
+        Some(match method {
+            "tools/list" => List::Tools,
+            "resources/list" => List::Resources,
+            "resources/templates/list" => List::Templates,
+            "prompts/list" => List::Prompts,
+            _ => return None,
+        })
+    }
+}
+
+/// What a session has been answered of the lists.
+#[derive(Default)]
+struct Seen {
+    /// The catalog in force when the session joined: a change that produced it came before
+    /// the session, so it is not announced to it. Weak, like every catalog here, because an
+    /// idle session must not keep a swapped-out catalog (its plugins' compiled code and
+    /// instances) alive; and the allocation a `Weak` holds is never reused, so no later
+    /// catalog can be mistaken for it.
+    joined: Weak<Catalog>,
+    /// By [`List`]: where its first page last came from.
+    lists: [Listed; 4],
+}
+
+#[derive(Default)]
+enum Listed {
+    #[default]
+    Never,
+    /// Asked for while the first load ran; answered once it ends.
+    AwaitingFirstLoad,
+    At(Weak<Catalog>),
 }
 
 /// A request noted as running (by `SessionState::begin`) until this drops.
@@ -116,12 +197,6 @@ pub fn covers(subscribed: &str, updated: &str) -> bool {
 struct Live {
     link: Arc<dyn ClientLink>,
     state: Arc<SessionState>,
-    /// The catalog in force when the session joined: a change that produced it came before
-    /// the session, which lists it already, so it is not announced to it. Weak, because an
-    /// idle session must not keep a swapped-out catalog (its plugins' compiled code and
-    /// instances) alive; and the allocation a `Weak` holds is never reused, so no later
-    /// catalog can be mistaken for it.
-    joined: Weak<Catalog>,
 }
 
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.
@@ -143,9 +218,10 @@ impl Sessions {
         if state.registered.swap(true, Ordering::SeqCst) {
             return;
         }
+        state.seen.lock().unwrap_or_else(|e| e.into_inner()).joined = Arc::downgrade(joined);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.link.is_closed());
-        live.push(Live { link, state, joined: Arc::downgrade(joined) });
+        live.push(Live { link, state });
     }
 
     /// Listen for changes (for a `subscriptions/listen` stream).
@@ -160,10 +236,12 @@ impl Sessions {
         live.iter().filter_map(|l| Some((l.link.clone(), what(&l.state)?))).collect()
     }
 
-    /// Tell every client that joined before `new` was published that a list changed in it.
-    /// Each session is sent to on its own task with a time limit, so a client that stops
-    /// reading delays nobody: not the caller (a reload, a tool call), not the other sessions.
-    pub async fn list_changed(&self, kind: ListKind, new: &Arc<Catalog>) {
+    /// Tell every client that may hold a list older than `new` that it changed: not one that
+    /// joined at `new`, nor one whose list of that kind came from `new` (or, at the end of the
+    /// first load, is waiting for it). Each session is sent to on its own task with a time
+    /// limit, so a client that stops reading delays nobody: not the caller (a reload, a tool
+    /// call), not the other sessions.
+    pub async fn list_changed(&self, kind: ListKind, new: &Arc<Catalog>, first_load: bool) {
         let _ = self.changes.send(Change::List(kind));
         let notification = || -> ServerNotification {
             match kind {
@@ -172,15 +250,15 @@ impl Sessions {
                 ListKind::Prompts => PromptListChangedNotification::default().into(),
             }
         };
-        let before_new = {
+        let stale = {
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
             live.retain(|l| !l.link.is_closed());
             live.iter()
-                .filter(|l| !std::ptr::eq(l.joined.as_ptr(), Arc::as_ptr(new)))
+                .filter(|l| l.state.may_hold_stale(kind, new, first_load))
                 .map(|l| l.link.clone())
                 .collect::<Vec<_>>()
         };
-        for link in before_new {
+        for link in stale {
             let notification = notification();
             send_in_time(async move { link.notify(notification).await });
         }
@@ -260,11 +338,35 @@ mod tests {
         let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
         let mut before = session(&sessions, &old);
         let mut after = session(&sessions, &new);
-        sessions.list_changed(ListKind::Tools, &new).await;
+        sessions.list_changed(ListKind::Tools, &new, false).await;
         let heard = tokio::time::timeout(NOTIFY_TIMEOUT, before.recv()).await.unwrap().unwrap();
         assert!(matches!(heard, ServerNotification::ToolListChangedNotification(_)), "{heard:?}");
         tokio::task::yield_now().await;
         assert!(after.try_recv().is_err(), "a session that joined at the new catalog was told of it");
+    }
+
+    #[test]
+    fn a_session_hears_of_the_lists_it_may_hold_stale() {
+        let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
+        let state = SessionState::default();
+        state.seen.lock().unwrap().joined = Arc::downgrade(&old);
+        // Nothing listed: every change since it joined.
+        assert!(state.may_hold_stale(ListKind::Tools, &new, false));
+        assert!(!state.may_hold_stale(ListKind::Tools, &old, false));
+        // Listed from the new catalog: not told of it; from the old one: told.
+        state.listed(List::Tools, &new);
+        assert!(!state.may_hold_stale(ListKind::Tools, &new, false));
+        state.listed(List::Prompts, &old);
+        assert!(state.may_hold_stale(ListKind::Prompts, &new, false));
+        // Resources are two lists: both must be current, one never asked for does not count.
+        state.listed(List::Resources, &new);
+        assert!(!state.may_hold_stale(ListKind::Resources, &new, false));
+        state.listed(List::Templates, &old);
+        assert!(state.may_hold_stale(ListKind::Resources, &new, false));
+        // A list waiting for the first load gets its end; one still waiting later is not.
+        state.awaiting_first_load(List::Templates);
+        assert!(!state.may_hold_stale(ListKind::Resources, &new, true));
+        assert!(state.may_hold_stale(ListKind::Resources, &new, false));
     }
 
     #[test]
