@@ -78,6 +78,42 @@ async fn undecodable_params_are_an_invalid_request() {
     assert_eq!(first_text(&after["result"]), "fine");
 }
 
+/// JSON-RPC allows params by position; MCP's are always an object, and an array is refused as
+/// such rather than read field by field into whatever the method takes.
+#[tokio::test]
+async fn params_by_position_are_invalid_params() {
+    let server = server();
+    let client = session(&server).await;
+    for (id, method, params) in [
+        (1, "tools/call", json!(["add", {"a": 1, "b": 2}])),
+        (2, "tools/list", json!([])),
+        (3, "resources/read", json!(["calc://x"])),
+        (4, "prompts/get", json!([{"_meta": {}}, "x"])),
+    ] {
+        let response = client.request(id, method, params).await;
+        assert_eq!(response["error"]["code"], -32602, "{method}: {response}");
+        assert!(response["error"]["message"].as_str().unwrap().contains("not an array"), "{response}");
+        assert!(response["error"].get("data").is_none(), "a legacy session is not told about _meta: {response}");
+    }
+    // Without a session, an array is no self-describing 2026-07-28 request.
+    let reply =
+        Client::new(&server.url).post(&json!({"jsonrpc": "2.0", "id": 5, "method": "ping", "params": [[1]]})).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.body.contains("Session ID is required"), "{}", reply.body);
+    // A stateless 2026-07-28 request by position holds no `_meta`: 400, naming what it lacks.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": [{"_meta": meta}]});
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")];
+    let reply = Client::new(&server.url).post_raw(body.to_string(), &headers).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.response(6)["error"];
+    assert_eq!(error["code"], -32602, "{}", reply.body);
+    assert!(error["data"]["missingMetadata"].is_array(), "{}", reply.body);
+    let after = client.request(7, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(first_text(&after["result"]), "3");
+}
+
 #[tokio::test]
 async fn unknown_method_is_method_not_found() {
     let server = server();

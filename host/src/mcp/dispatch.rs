@@ -51,11 +51,28 @@ struct MetaOnly {
     meta: Option<RequestMetaObject>,
 }
 
+/// JSON-RPC lets params go by position, but every MCP method's params are an object: an array
+/// is refused, as serde would read one into a struct field by field. It holds no `_meta`, so a
+/// 2026-07-28 request lacks its required fields, which its transport answers with 400.
+fn by_position(modern: bool) -> ErrorData {
+    let missing = modern.then(|| serde_json::json!({ "missingMetadata": RequestMetaObject::DRAFT_REQUIRED_KEYS }));
+    ErrorData::invalid_params("Invalid params: MCP params are an object, not an array", missing)
+}
+
+/// Whether params came by position.
+fn is_array(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|raw| raw.get().starts_with('['))
+}
+
 /// Parse a request's params into the type its method takes (absent params read as `{}`).
 /// A `_meta` that is not an object is named as such: a 2026-07-28 request then lacks its
 /// required fields, which its transport answers with 400.
 fn params<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<T, ErrorData> {
-    serde_json::from_str(raw.map_or("{}", RawValue::get)).map_err(|e| {
+    if is_array(raw) {
+        return Err(by_position(false));
+    }
+    let text = raw.map_or("{}", RawValue::get);
+    serde_json::from_str(text).map_err(|e| {
         /// Only the params' `_meta`, as it was sent.
         #[derive(Deserialize)]
         struct MetaOf<'a> {
@@ -248,6 +265,9 @@ impl CapsuleServer {
         );
         if legacy_only && declares_modern(front) {
             return Err(method_not_found(method));
+        }
+        if is_array(raw) {
+            return Err(by_position(declares_modern(front)));
         }
         if serves_plugins(method) {
             if let Some(list) = List::of(method)

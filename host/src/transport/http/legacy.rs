@@ -102,21 +102,27 @@ pub async fn post(
     }
 }
 
-/// Whether params carry `_meta` with a protocol version.
+/// Whether params carry `_meta` with a protocol version. Only objects count: serde would read
+/// an array into these structs by position.
 fn declares_version(params: Option<&RawValue>) -> bool {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<&'a RawValue>,
+    }
     #[derive(Deserialize)]
     struct Meta {
         #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
         version: Option<serde::de::IgnoredAny>,
     }
-    #[derive(Deserialize)]
-    struct Params {
-        #[serde(rename = "_meta")]
-        meta: Option<Meta>,
-    }
+    let object = |raw: &&RawValue| raw.get().starts_with('{');
     params
+        .filter(object)
         .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
-        .is_some_and(|p| p.meta.is_some_and(|m| m.version.is_some()))
+        .and_then(|p| p.meta)
+        .filter(object)
+        .and_then(|m| serde_json::from_str::<Meta>(m.get()).ok())
+        .is_some_and(|m| m.version.is_some())
 }
 
 /// Who sent a POST, and the trace context of its headers: what the origin of each of its
