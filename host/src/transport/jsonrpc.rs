@@ -196,6 +196,13 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
         None => None,
         Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
             Ok(id) => Some(id),
+            // An integer id is read as i64 (rmcp's `RequestId`); one beyond that is named so.
+            Err(_) if raw.get().trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) => {
+                return Err(Refusal::invalid(
+                    None,
+                    "Invalid Request: \"id\" is an integer beyond the signed 64-bit range; send a smaller one or a string",
+                ));
+            }
             Err(_) => {
                 return Err(Refusal::invalid(None, "Invalid Request: \"id\" must be a string or an integer"));
             }
@@ -314,6 +321,9 @@ mod tests {
         assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        let huge = single(r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#).unwrap_err();
+        assert!(huge.error.message.contains("64-bit"), "{}", huge.error.message);
+        assert!(single(r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#).is_ok());
         // A field of the wrong type: the id is still echoed when it can be read.
         assert_eq!(
             code(single(r#"{"jsonrpc":"2.0","id":13,"method":5}"#).unwrap_err()),
