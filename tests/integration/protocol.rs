@@ -203,6 +203,17 @@ async fn deleted_sessions_are_gone() {
             .unwrap()
             .status()
     };
+    // Two session ids name no one session, whatever a proxy in front made of them: 400 for
+    // POST, GET and DELETE alike, and the session named first lives on.
+    let other = [("mcp-session-id", "0123456789abcdef0123456789abcdef")];
+    let twice = client.post_raw(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(), &other).await;
+    assert!(twice.status == 400 && twice.body.contains("more than one Mcp-Session-Id"), "{}", twice.body);
+    let http = reqwest::Client::new();
+    let get = http.get(&server.url).header("accept", "text/event-stream").header("mcp-session-id", &session);
+    assert_eq!(get.header("mcp-session-id", other[0].1).send().await.unwrap().status(), 400, "GET");
+    let end = http.delete(&server.url).header("mcp-session-id", &session).header("mcp-session-id", other[0].1);
+    assert_eq!(end.send().await.unwrap().status(), 400, "DELETE");
+    assert_eq!(client.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})).await.status, 200);
     assert_eq!(delete(session.as_bytes()).await, 204);
     let after = client.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(after.status, 404, "{}", after.body);

@@ -700,6 +700,13 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         .await
         .unwrap();
     assert_eq!(not_text.status(), 400, "a Last-Event-ID that is not text");
+    let twice = RawEvents::request(&client)
+        .header("last-event-id", &ids[1])
+        .header("last-event-id", &ids[2])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(twice.status(), 400, "two Last-Event-IDs name no one resume point");
     // An empty one names nothing: a fresh stream, whose priming id is new in the session
     // though no event came since the last stream's.
     let mut fresh = RawEvents::open(&client, Some("")).await;

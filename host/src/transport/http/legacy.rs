@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::checks;
 use super::exchange::{self, Answer, OnDrop, json};
 use super::resume::PostStreams;
 use super::session::{Session, SessionTable};
@@ -22,9 +23,15 @@ use crate::auth::{Authenticator, Principal};
 use crate::mcp::{Front, Origin, TraceContext};
 
 /// The session a request names. A name that is not even text names no session there is
-/// (404), rather than no session at all (400).
-fn session_id(headers: &HeaderMap) -> Option<&str> {
-    headers.get("mcp-session-id").map(|v| v.to_str().unwrap_or_default())
+/// (404), rather than no session at all (400). Two names are refused (400): a proxy in front
+/// may have judged the request by the other one.
+fn session_id(headers: &HeaderMap) -> Result<Option<&str>, checks::Repeated> {
+    let value = checks::at_most_once(headers, "mcp-session-id")?;
+    Ok(value.map(|v| v.to_str().unwrap_or_default()))
+}
+
+fn two_sessions() -> Response {
+    text(400, "Bad Request: more than one Mcp-Session-Id header")
 }
 
 /// Who sent a request, when the tenant authenticates its callers.
@@ -55,7 +62,11 @@ pub async fn post(
         Ok(incoming) => incoming,
         Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
     };
-    let session = match session_id(headers) {
+    let named = match session_id(headers) {
+        Ok(named) => named,
+        Err(checks::Repeated) => return two_sessions(),
+    };
+    let session = match named {
         Some(id) => match table.get(id, caller_id(caller)) {
             Some(session) => Some(session),
             None => return no_session(),
@@ -314,11 +325,18 @@ const NOT_ISSUED: &str = "Bad Request: Last-Event-ID is not an event id of this 
 
 /// GET: the session's stream of what belongs to no request.
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
-    let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
+    let id = match session_id(headers) {
+        Ok(Some(id)) => id,
+        Ok(None) => return text(400, "Bad Request: Session ID is required"),
+        Err(checks::Repeated) => return two_sessions(),
+    };
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
     // An empty id is no id (an EventSource that saw none sends none); one that is not text
     // is no id this session issued.
-    let resume = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
+    let Ok(resume) = checks::at_most_once(headers, "last-event-id") else {
+        return text(400, "Bad Request: more than one Last-Event-ID header");
+    };
+    let resume = match resume.map(|v| v.to_str().map(str::trim)) {
         None => None,
         Some(Ok(id)) => Some(id).filter(|id| !id.is_empty()),
         Some(Err(_)) => return text(400, NOT_ISSUED),
@@ -343,6 +361,10 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
 
 /// DELETE: end the session.
 pub fn delete(table: &SessionTable, headers: &HeaderMap, caller: &Caller) -> Response {
-    let Some(id) = session_id(headers) else { return text(400, "Bad Request: Session ID is required") };
+    let id = match session_id(headers) {
+        Ok(Some(id)) => id,
+        Ok(None) => return text(400, "Bad Request: Session ID is required"),
+        Err(checks::Repeated) => return two_sessions(),
+    };
     if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
 }
