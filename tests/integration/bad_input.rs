@@ -280,6 +280,50 @@ fn stdio_answers_bad_lines_and_keeps_going() {
     stdio.finish();
 }
 
+/// A legacy request written ahead of `initialize` is refused, though `initialize` is answered
+/// before that request's task runs, and whether or not the plugins had loaded when it came.
+#[test]
+fn stdio_requests_sent_before_initialize_are_refused() {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let ahead = |stdio: &mut StdioServer| {
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
+        let ping = json!({"jsonrpc": "2.0", "id": 4, "method": "ping"});
+        stdio.send_bytes(format!("{list}\n{call}\n{ping}\n{initialize}\n").as_bytes());
+        // While plugins load, list changes may be announced between the answers.
+        let mut answers = Vec::new();
+        while answers.len() < 4 {
+            let message = stdio.read();
+            if message.get("id").is_some() {
+                answers.push(message);
+            }
+        }
+        let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("{answers:?}"));
+        assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-06-18", "{answers:?}");
+        for id in [2, 3] {
+            let error = &by_id(id)["error"];
+            assert_eq!(error["code"], -32602, "{answers:?}");
+            assert!(error["message"].as_str().unwrap().contains("send initialize first"), "{error}");
+        }
+        assert_eq!(by_id(4)["result"], json!({}), "ping needs no initialize");
+        // Once answered, the same request is served.
+        stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        stdio.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}));
+        let listed = std::iter::repeat_with(|| stdio.read()).find(|m| m.get("id").is_some()).unwrap();
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
+    };
+    let mut loaded = StdioServer::start();
+    ahead(&mut loaded);
+    loaded.finish();
+    let all = all_plugins();
+    let args: Vec<&str> = all.iter().map(String::as_str).collect();
+    let (mut loading, _loaded) = StdioServer::starting(&args, &[]);
+    ahead(&mut loading);
+    loading.finish();
+}
+
 #[tokio::test]
 async fn compiled_plugins_are_cached_and_bad_entries_are_replaced() {
     let cache = scratch_dir("cache");

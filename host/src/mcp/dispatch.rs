@@ -468,7 +468,7 @@ impl CapsuleServer {
                     None,
                 ));
             }
-        } else if peer.is_none() && method != "ping" {
+        } else if (peer.is_none() || front.before_initialize) && method != "ping" {
             return Err(ErrorData::invalid_params(
                 "send initialize first, or describe the request in _meta as 2026-07-28 does \
                  (io.modelcontextprotocol/protocolVersion, io.modelcontextprotocol/clientCapabilities)",

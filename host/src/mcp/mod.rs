@@ -176,6 +176,11 @@ impl CapsuleServer {
         self.session.begin(id)
     }
 
+    /// Whether this session has been answered an `initialize`.
+    pub fn is_initialized(&self) -> bool {
+        self.session.peer.get().is_some()
+    }
+
     /// The revision this session agreed on in `initialize`, if it has.
     pub fn negotiated(&self) -> Option<rmcp::model::ProtocolVersion> {
         self.session.peer.get().map(|peer| peer.version.clone())

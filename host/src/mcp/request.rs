@@ -134,6 +134,10 @@ pub struct Front {
     /// ([`mirror::kept`](super::mirror::kept)), for the dispatcher to check against its params
     /// and its tool's schema; `None` where there is nothing to check.
     pub mirrored: Option<http::HeaderMap>,
+    /// Whether the request came before the connection's `initialize` was answered (stdio,
+    /// where lines are taken in order but served on tasks of their own): a legacy request
+    /// that did is refused, whenever it is served.
+    pub before_initialize: bool,
 }
 
 /// What the metrics learn about a request while it is served: set once each, and only from

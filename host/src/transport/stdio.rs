@@ -364,6 +364,7 @@ impl Connection {
                     cancelled: in_flight.token().clone(),
                     declared: None,
                     mirrored: None,
+                    before_initialize: !server.is_initialized(),
                 };
                 let (method, params) = (method.into_owned(), params.map(RawValue::to_owned));
                 Some(Box::pin(async move {

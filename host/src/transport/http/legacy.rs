@@ -165,7 +165,15 @@ async fn initialize(
     };
     let (link, _notes) = exchange::link(None);
     let origin = sender.origin(&session);
-    let front = Front { origin, id, link, cancelled: session.ended.child_token(), declared: None, mirrored: None };
+    let front = Front {
+        origin,
+        id,
+        link,
+        cancelled: session.ended.child_token(),
+        declared: None,
+        mirrored: None,
+        before_initialize: false,
+    };
     let answer = session.server.request("initialize", params, &front).await;
     let mut response = match answer {
         Ok(result) => json(StatusCode::OK, jsonrpc::response(&front.id, &result)),
@@ -207,8 +215,15 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             let in_flight = session.server.begin(&id);
             let origin = sender.origin(session);
-            let front =
-                Front { origin, id, link, cancelled: in_flight.token().clone(), declared: None, mirrored: None };
+            let front = Front {
+                origin,
+                id,
+                link,
+                cancelled: in_flight.token().clone(),
+                declared: None,
+                mirrored: None,
+                before_initialize: false,
+            };
             let (session, method, params) = (session.clone(), method.into_owned(), params.map(|p| p.to_owned()));
             OneOf::Request(
                 Box::pin(async move {

@@ -71,6 +71,7 @@ pub async fn serve(
         declared: Some(declared.into()),
         // A tool call's `Mcp-Name` and `Mcp-Param-*` are checked where its tool is found.
         mirrored: (method == "tools/call").then(|| mirror::kept(headers)),
+        before_initialize: false,
     };
     let (server, method, params) = (server.clone(), method.into_owned(), params.map(|p| p.to_owned()));
     let auth = auth.cloned();
