@@ -35,10 +35,11 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::find_by_digest;
+use crate::auth::{bearer, find_by_digest};
 use crate::loader::ControlError;
 use crate::telemetry::Scrape;
 use crate::tenants::{Tenant, Tenants};
+use crate::transport::http::Allowed;
 
 /// The admin bearer token, kept as its SHA-256 so comparisons take the same time whatever
 /// the guess.
@@ -145,17 +146,17 @@ fn metrics(access: &Access, scrape: &Scrape) -> Response {
     }
 }
 
-/// Refuse anything without the token, and any Host that is not loopback (DNS rebinding).
+/// Refuse anything without the token, and any host or origin that is not loopback, judged
+/// as the MCP endpoint judges them: one Host (or a target in absolute form) naming a loopback
+/// host (DNS rebinding), and at most one Origin, a loopback one (the endpoint is for tools,
+/// not for web pages).
 async fn guard(State((token, tenants)): State<(Token, Arc<Tenants>)>, mut request: Request, next: Next) -> Response {
-    let host_ok = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).is_some_and(is_loopback_host);
-    if !host_ok {
-        return problem(StatusCode::FORBIDDEN, "the admin endpoint answers only loopback Host names");
+    let loopback = Allowed::new(&[], &[]);
+    if let Err((status, reason)) = loopback.check(request.uri(), request.headers(), |_| false) {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+        return problem(status, format!("{reason} (the admin endpoint answers loopback hosts and origins only)"));
     }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "));
+    let presented = bearer(request.headers()).ok();
     match presented.and_then(|presented| Access::of(presented, &token, &tenants)) {
         Some(access) => {
             request.extensions_mut().insert(access);
@@ -163,15 +164,6 @@ async fn guard(State((token, tenants)): State<(Token, Arc<Tenants>)>, mut reques
         }
         None => no_token(),
     }
-}
-
-/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port.
-fn is_loopback_host(host: &str) -> bool {
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if !name.ends_with(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "[::1]")
 }
 
 fn problem(status: StatusCode, message: impl Into<String>) -> Response {

@@ -151,6 +151,21 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     assert_eq!(status, 401);
     let (status, _) = admin.send(reqwest::Method::GET, "/plugins", None, Some("wrong-token-wrong-token")).await;
     assert_eq!(status, 401);
+    // The scheme is case-insensitive (RFC 9110); a second Authorization, a web page's Origin
+    // or a foreign Host is refused whatever the token.
+    let status = async |headers: &[(&str, String)]| {
+        let mut request = reqwest::Client::new().get(format!("{}/plugins", admin.base));
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        request.send().await.unwrap().status().as_u16()
+    };
+    let bearer = ("authorization", format!("Bearer {}", admin.token));
+    assert_eq!(status(&[("authorization", format!("bearer {}", admin.token))]).await, 200);
+    assert_eq!(status(&[bearer.clone(), ("authorization", "Bearer other".into())]).await, 401);
+    assert_eq!(status(&[bearer.clone(), ("origin", "https://evil.example".into())]).await, 403);
+    assert_eq!(status(&[bearer.clone(), ("origin", "http://localhost:8080".into())]).await, 200);
+    assert_eq!(status(&[bearer.clone(), ("host", "evil.example".into())]).await, 403);
     let calc = admin.plugin("calc").await;
     assert_eq!(calc["serving"]["sha256"].as_str().unwrap().len(), 64, "{calc}");
     assert_eq!(calc["serving"]["tools"], 4, "{calc}");

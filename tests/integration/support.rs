@@ -581,8 +581,8 @@ impl StdioServer {
 /// The admin endpoint of a server started with `--admin 127.0.0.1:0`.
 pub struct Admin {
     http: reqwest::Client,
-    base: String,
-    token: String,
+    pub base: String,
+    pub token: String,
 }
 
 impl Admin {

@@ -150,16 +150,7 @@ impl Authenticator {
 
     /// Authenticate a request by its `Authorization: Bearer` header.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
-        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-        let Some(value) = values.next() else { return Err(AuthError::Missing) };
-        if values.next().is_some() {
-            return Err(AuthError::Invalid("more than one Authorization header".into()));
-        }
-        let value = value.to_str().map_err(|_| AuthError::Invalid("the Authorization header is not text".into()))?;
-        let token = match value.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
-            _ => return Err(AuthError::Invalid("expected Authorization: Bearer <token>".into())),
-        };
+        let token = bearer(headers)?;
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(principal) = self.api_key(&digest) {
             return Ok(Arc::new(principal));
@@ -310,6 +301,22 @@ fn principal(claims: Claims) -> Result<Principal, String> {
         (None, None) => Granted::default(),
     };
     Ok(Principal { id: format!("{}#{subject}", claims.iss).into(), subject, client_id: claims.client_id, scopes })
+}
+
+/// The token of a request's one `Authorization` header, whose scheme is `Bearer` in any case
+/// (RFC 9110, section 11.1). Two headers are refused: which one a proxy in front judged
+/// cannot be told.
+pub fn bearer(headers: &HeaderMap) -> Result<&str, AuthError> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else { return Err(AuthError::Missing) };
+    if values.next().is_some() {
+        return Err(AuthError::Invalid("more than one Authorization header".into()));
+    }
+    let value = value.to_str().map_err(|_| AuthError::Invalid("the Authorization header is not text".into()))?;
+    match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => Ok(token.trim()),
+        _ => Err(AuthError::Invalid("expected Authorization: Bearer <token>".into())),
+    }
 }
 
 #[cfg(test)]

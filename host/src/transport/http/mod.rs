@@ -46,6 +46,7 @@ use crate::mcp::CapsuleServer;
 use crate::telemetry::Traffic;
 use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
+pub use checks::Allowed;
 pub use listener::ConnectionLimits;
 use session::SessionTable;
 
