@@ -640,7 +640,11 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), shutdown.clone()).await?;
     }
     if let Some(addr) = args.admin.metrics_listen {
-        crate::telemetry::serve(addr, scrape, shutdown.clone()).await?;
+        // The MCP endpoint's host names and origins, without the tenants' own names.
+        let allowed = crate::transport::http::Allowed::new(&args.http.allowed_hosts, &args.http.allowed_origins);
+        let hosts: crate::telemetry::HostCheck =
+            std::sync::Arc::new(move |uri, headers| allowed.check(uri, headers, |_| false));
+        crate::telemetry::serve(addr, scrape, hosts, shutdown.clone()).await?;
     }
     if args.stdio {
         let tenant = match args.tenant.as_deref() {

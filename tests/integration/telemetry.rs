@@ -137,6 +137,12 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     assert_eq!(status, 200, "{before}");
     assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
     assert!(before.contains("# TYPE capsule_instances_capacity gauge"), "{before}");
+    // No token, but a name a web page rebound to this address (DNS rebinding) is refused,
+    // and so is a web page's Origin.
+    for (name, value) in [("host", "evil.example"), ("origin", "https://evil.example")] {
+        let refused = reqwest::Client::new().get(&metrics).header(name, value).send().await.unwrap();
+        assert_eq!(refused.status(), 403, "{name}: {value}");
+    }
 
     let mut session = Client::new(&server.url);
     session.initialize("2025-11-25", json!({})).await;

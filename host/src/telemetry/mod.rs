@@ -27,7 +27,7 @@ mod w3c;
 pub use fields::TextFields;
 pub use logs::LogStyle;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
-pub use serve::{Scrape, respond, serve};
+pub use serve::{HostCheck, Scrape, respond, serve};
 pub use spans::{SpanRecorder, TraceContext, export_attribute};
 pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch, stderr};
 pub use traces::{TraceSetupError, Traces};
