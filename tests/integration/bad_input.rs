@@ -201,6 +201,50 @@ async fn foreign_origin_and_host_are_forbidden() {
     assert!(own.starts_with("HTTP/1.1 200"), "{own}");
 }
 
+/// A browser client on an allowed origin can use the endpoint: its preflight is answered and
+/// it may read the answers and `Mcp-Session-Id`. Any other origin gets no CORS header.
+#[tokio::test]
+async fn browsers_on_allowed_origins_get_cors_and_others_do_not() {
+    let app = "https://app.example.com";
+    let server = Server::http(&["--allow-origin", app]);
+    let http = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        http.request(reqwest::Method::OPTIONS, &server.url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type, mcp-protocol-version, mcp-param-region")
+            .send()
+    };
+    let allowed = preflight(app).await.unwrap();
+    assert_eq!(allowed.status(), 204);
+    let header = |response: &reqwest::Response, name: &str| {
+        response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+    };
+    assert_eq!(header(&allowed, "access-control-allow-origin"), app);
+    assert!(header(&allowed, "access-control-allow-methods").contains("POST"));
+    assert!(header(&allowed, "access-control-allow-headers").contains("mcp-param-region"));
+    let refused = preflight("https://evil.example").await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.headers().get("access-control-allow-origin").is_none());
+
+    let client = Client::new(&server.url);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let opened = client.post_raw(init.to_string(), &[("origin", app)]).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let read = |name: &str| opened.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    assert_eq!(read("access-control-allow-origin"), app);
+    assert!(read("access-control-expose-headers").contains("Mcp-Session-Id"), "{:?}", opened.headers);
+    assert!(read("vary").contains("Origin"));
+    // Without Origin (every client but a browser), nothing changes.
+    let plain = client.post_raw(init.to_string(), &[]).await;
+    assert_eq!(plain.status, 200);
+    assert!(plain.headers.get("access-control-allow-origin").is_none(), "{:?}", plain.headers);
+    // An OPTIONS that is no preflight is what it was: a method the endpoint does not serve.
+    let options = http.request(reqwest::Method::OPTIONS, &server.url).send().await.unwrap();
+    assert_eq!(options.status(), 405);
+}
+
 /// The endpoint is HTTP/1.1: an h2c upgrade is answered over HTTP/1.1 as if not asked, and
 /// an HTTP/2 prior-knowledge connection is closed; neither disturbs anyone else.
 #[tokio::test]

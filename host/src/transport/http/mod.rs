@@ -5,7 +5,8 @@
 //! any body is read; each tenant's endpoint has its own stateless server and session table,
 //! ended when the tenant is removed.
 //!
-//! Every request passes the Host and Origin checks (`checks`) first. A POST that declares
+//! Every request passes the Host and Origin checks (`checks`) first; a browser's request from
+//! an allowed origin is answered with CORS headers, its preflight by `cors` alone. A POST that declares
 //! 2026-07-28 in `MCP-Protocol-Version` is a stateless request (`modern`); anything else
 //! belongs to a legacy session (`legacy`, `session`). Either way the body is read once,
 //! within its limit, and answered as JSON unless something must reach the client first
@@ -14,6 +15,7 @@
 mod auth;
 mod body;
 mod checks;
+mod cors;
 mod counted;
 mod exchange;
 mod headers;
@@ -212,6 +214,7 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
         .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host).fallback(not_get))
         .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path).fallback(not_get))
         .fallback(no_such_path)
+        .layer(axum::middleware::from_fn_with_state(door.clone(), cors::layer))
         .with_state(door)
 }
 
