@@ -162,10 +162,27 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     assert_eq!(metadata["resource"], acme_url.as_str(), "{metadata}");
     assert_eq!(metadata["authorization_servers"], json!([provider.issuer]), "{metadata}");
     assert_eq!(metadata["scopes_supported"], json!(["plugins.calc", "plugins.conformance"]), "{metadata}");
+    // A web page on an allowed origin may run the discovery (the metadata is public to any
+    // page) and read the challenge.
+    let discovery = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/t/acme/mcp");
+    let page = "http://localhost:6274";
+    let http = reqwest::Client::new();
+    let read = http.get(&discovery).header("origin", page).send().await.unwrap();
+    assert_eq!(read.headers().get("access-control-allow-origin").unwrap(), "*");
+    let asked = http.request(reqwest::Method::OPTIONS, &acme_url).header("origin", page);
+    let asked =
+        asked.header("access-control-request-method", "POST").header("access-control-request-headers", "authorization");
+    let preflight = asked.send().await.unwrap();
+    assert_eq!(preflight.status(), 204, "a preflight needs no token");
 
     // No token: 401 pointing at the metadata; the body is never read.
     let anonymous = Client::new(&acme_url).modern(1, "tools/list", json!({}), json!({})).await;
     assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let from_page =
+        Client::new(&acme_url).post_raw(r#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#, &[("origin", page)]).await;
+    assert_eq!(from_page.status, 401);
+    let exposed = from_page.headers["access-control-expose-headers"].to_str().unwrap().to_owned();
+    assert!(exposed.contains("WWW-Authenticate"), "{exposed}");
     let challenge = anonymous.headers["www-authenticate"].to_str().unwrap().to_owned();
     assert!(
         challenge.starts_with(&format!(

@@ -2,21 +2,18 @@
 //! them can use it: its preflight is answered, and it may read the answers, `Mcp-Session-Id`
 //! and an authorization challenge among them. Which origins those are is `checks`' call
 //! alone; a request from any other origin is answered as before (`403` on an MCP path), with
-//! no CORS header, so a browser lets its page read nothing.
+//! no CORS header, so a browser lets its page read nothing. The MCP paths call [`preflight`]
+//! and [`readable`] after their own checks, so a call's path has no layer more; the
+//! protected-resource metadata is public and says so itself (`*`, in `auth`).
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
     ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS,
-    ACCESS_CONTROL_REQUEST_METHOD, ORIGIN, VARY,
+    ACCESS_CONTROL_REQUEST_METHOD, VARY,
 };
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-
-use super::FrontDoor;
 
 /// What a page may read of an answer beyond the CORS-safelisted headers.
 const EXPOSED: HeaderValue = HeaderValue::from_static("Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate");
@@ -29,31 +26,26 @@ const MAX_AGE: HeaderValue = HeaderValue::from_static("600");
 const REQUEST_PRIVATE_NETWORK: HeaderName = HeaderName::from_static("access-control-request-private-network");
 const ALLOW_PRIVATE_NETWORK: HeaderName = HeaderName::from_static("access-control-allow-private-network");
 
-/// Answer a preflight from an allowed origin, and mark what is answered to one as readable
-/// by it. A request without `Origin` (every client but a browser) passes untouched.
-pub async fn layer(State(door): State<Arc<FrontDoor>>, request: Request, next: Next) -> Response {
-    let Some(origin) = request.headers().get(ORIGIN).cloned() else { return next.run(request).await };
-    let allowed = {
-        let set = door.tenants.current();
-        door.allowed.check(request.uri(), request.headers(), |host| set.by_host(host).is_some()).is_ok()
-    };
-    if !allowed {
-        return next.run(request).await;
+/// Whether a request is a CORS preflight: `OPTIONS` asking for a method.
+pub fn is_preflight(request: &Request) -> bool {
+    request.method() == Method::OPTIONS && request.headers().contains_key(ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+/// Mark an answer readable by the allowed origin that asked (`None`: no browser asked).
+pub fn readable(origin: Option<HeaderValue>, mut response: Response) -> Response {
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED);
+        headers.append(VARY, HeaderValue::from_static("Origin"));
     }
-    if request.method() == Method::OPTIONS && request.headers().contains_key(ACCESS_CONTROL_REQUEST_METHOD) {
-        return preflight(origin, request.headers());
-    }
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED);
-    headers.append(VARY, HeaderValue::from_static("Origin"));
     response
 }
 
-/// `204` allowing the endpoint's methods and the headers asked for: the endpoint judges
-/// each header itself when the request comes, and `Mcp-Param-*` names are the tool's own.
-fn preflight(origin: HeaderValue, asked: &HeaderMap) -> Response {
+/// The answer to a preflight from an allowed origin: `204` allowing the endpoint's methods
+/// and the headers asked for (the endpoint judges each header itself when the request
+/// comes, and `Mcp-Param-*` names are the tool's own).
+pub fn preflight(origin: HeaderValue, asked: &HeaderMap) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
     headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);

@@ -214,7 +214,6 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
         .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host).fallback(not_get))
         .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path).fallback(not_get))
         .fallback(no_such_path)
-        .layer(axum::middleware::from_fn_with_state(door.clone(), cors::layer))
         .with_state(door)
 }
 
@@ -297,13 +296,8 @@ fn known(version: &str) -> bool {
 /// tenant, that one.
 async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    if let Some(refused) = checked(&door, &set, &request) {
-        return unread(&door.options, request, refused).await;
-    }
-    match by_host_name(&set, &request) {
-        Some(tenant) => handle(&door, tenant, request).await,
-        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
-    }
+    let tenant = by_host_name(&set, &request).cloned();
+    front(&door, &set, tenant.as_ref(), request).await
 }
 
 /// The tenant `/mcp` serves for a request's Host. The default tenant has no host names: on a
@@ -318,13 +312,28 @@ fn by_host_name<'a>(set: &'a TenantSet, request: &Request) -> Option<&'a Arc<Ten
 /// `/t/{tenant}/mcp`.
 async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, request: Request) -> Response {
     let set = door.tenants.current();
-    if let Some(refused) = checked(&door, &set, &request) {
+    let tenant = set.tenants.get(id.as_str()).cloned();
+    front(&door, &set, tenant.as_ref(), request).await
+}
+
+/// An MCP path's request, for `tenant` if there is one: the Host and Origin checks, a
+/// browser's preflight, then the endpoint; an answer to an allowed origin is marked
+/// readable by it.
+async fn front(door: &FrontDoor, set: &TenantSet, tenant: Option<&Arc<Tenant>>, request: Request) -> Response {
+    if let Some(refused) = checked(door, set, &request) {
         return unread(&door.options, request, refused).await;
     }
-    match set.tenants.get(id.as_str()) {
-        Some(tenant) => handle(&door, tenant, request).await,
-        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
+    let origin = request.headers().get(header::ORIGIN).cloned();
+    if let Some(origin) = &origin
+        && cors::is_preflight(&request)
+    {
+        return cors::preflight(origin.clone(), request.headers());
     }
+    let response = match tenant {
+        Some(tenant) => handle(door, tenant, request).await,
+        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
+    };
+    cors::readable(origin, response)
 }
 
 /// The Host and Origin checks; a tenant's own host names are allowed.
