@@ -327,7 +327,8 @@ async fn front(door: &FrontDoor, set: &TenantSet, tenant: Option<&Arc<Tenant>>, 
     if let Some(origin) = &origin
         && cors::is_preflight(&request)
     {
-        return cors::preflight(origin.clone(), request.headers());
+        let answer = cors::preflight(origin.clone(), request.headers());
+        return unread(&door.options, request, answer).await;
     }
     let response = match tenant {
         Some(tenant) => handle(door, tenant, request).await,
