@@ -30,6 +30,7 @@ fn session_id(headers: &HeaderMap) -> Result<Option<&str>, checks::Repeated> {
     Ok(value.map(|v| v.to_str().unwrap_or_default()))
 }
 
+/// The refusal of a request that names two sessions (see [`session_id`]).
 fn two_sessions() -> Response {
     text(400, "Bad Request: more than one Mcp-Session-Id header")
 }
