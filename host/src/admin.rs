@@ -124,7 +124,7 @@ pub async fn serve(
         .route("/admin/t/{tenant}/plugins/{name}", delete(unload))
         .route("/admin/t/{tenant}/reload", post(reload))
         .route("/metrics", get(move |Extension(access): Extension<Access>| async move { metrics(&access, &scrape) }))
-        .layer(axum::middleware::from_fn_with_state((token, tenants.clone()), guard))
+        .layer(axum::middleware::from_fn_with_state((token, tenants.clone(), Arc::new(Allowed::new(&[], &[]))), guard))
         .with_state(tenants);
     tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
@@ -150,8 +150,11 @@ fn metrics(access: &Access, scrape: &Scrape) -> Response {
 /// as the MCP endpoint judges them: one Host (or a target in absolute form) naming a loopback
 /// host (DNS rebinding), and at most one Origin, a loopback one (the endpoint is for tools,
 /// not for web pages).
-async fn guard(State((token, tenants)): State<(Token, Arc<Tenants>)>, mut request: Request, next: Next) -> Response {
-    let loopback = Allowed::new(&[], &[]);
+async fn guard(
+    State((token, tenants, loopback)): State<(Token, Arc<Tenants>, Arc<Allowed>)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if let Err((status, reason)) = loopback.check(request.uri(), request.headers(), |_| false) {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
         return problem(status, format!("{reason} (the admin endpoint answers loopback hosts and origins only)"));

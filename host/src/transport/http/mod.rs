@@ -296,8 +296,8 @@ fn known(version: &str) -> bool {
 /// tenant, that one.
 async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    let tenant = by_host_name(&set, &request).cloned();
-    front(&door, &set, tenant.as_ref(), request).await
+    let tenant = by_host_name(&set, &request);
+    front(&door, &set, tenant, request).await
 }
 
 /// The tenant `/mcp` serves for a request's Host. The default tenant has no host names: on a
@@ -312,8 +312,7 @@ fn by_host_name<'a>(set: &'a TenantSet, request: &Request) -> Option<&'a Arc<Ten
 /// `/t/{tenant}/mcp`.
 async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, request: Request) -> Response {
     let set = door.tenants.current();
-    let tenant = set.tenants.get(id.as_str()).cloned();
-    front(&door, &set, tenant.as_ref(), request).await
+    front(&door, &set, set.tenants.get(id.as_str()), request).await
 }
 
 /// An MCP path's request, for `tenant` if there is one: the Host and Origin checks, a
