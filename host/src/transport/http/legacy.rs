@@ -31,8 +31,15 @@ fn session_id(headers: &HeaderMap) -> Result<Option<&str>, checks::Repeated> {
 }
 
 /// The refusal of a request that names two sessions (see [`session_id`]).
-fn two_sessions() -> Response {
-    text(400, "Bad Request: more than one Mcp-Session-Id header")
+const TWO_SESSIONS: &str = "Bad Request: more than one Mcp-Session-Id header";
+
+/// The session a GET or DELETE must name; `Err` is the reason for its 400.
+fn required_session_id(headers: &HeaderMap) -> Result<&str, &'static str> {
+    match session_id(headers) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err("Bad Request: Session ID is required"),
+        Err(checks::Repeated) => Err(TWO_SESSIONS),
+    }
 }
 
 /// Who sent a request, when the tenant authenticates its callers.
@@ -65,7 +72,7 @@ pub async fn post(
     };
     let named = match session_id(headers) {
         Ok(named) => named,
-        Err(checks::Repeated) => return two_sessions(),
+        Err(checks::Repeated) => return text(400, TWO_SESSIONS),
     };
     let session = match named {
         Some(id) => match table.get(id, caller_id(caller)) {
@@ -341,10 +348,9 @@ const NOT_ISSUED: &str = "Bad Request: Last-Event-ID is not an event id of this 
 
 /// GET: the session's stream of what belongs to no request.
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
-    let id = match session_id(headers) {
-        Ok(Some(id)) => id,
-        Ok(None) => return text(400, "Bad Request: Session ID is required"),
-        Err(checks::Repeated) => return two_sessions(),
+    let id = match required_session_id(headers) {
+        Ok(id) => id,
+        Err(reason) => return text(400, reason),
     };
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
     // An empty id is no id (an EventSource that saw none sends none); one that is not text
@@ -377,10 +383,9 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
 
 /// DELETE: end the session.
 pub fn delete(table: &SessionTable, headers: &HeaderMap, caller: &Caller) -> Response {
-    let id = match session_id(headers) {
-        Ok(Some(id)) => id,
-        Ok(None) => return text(400, "Bad Request: Session ID is required"),
-        Err(checks::Repeated) => return two_sessions(),
+    let id = match required_session_id(headers) {
+        Ok(id) => id,
+        Err(reason) => return text(400, reason),
     };
     if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
 }
