@@ -556,6 +556,11 @@ impl StdioServer {
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Close stdin and expect a clean exit.
     pub fn finish(mut self) {
         self.close_input();

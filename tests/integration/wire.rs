@@ -139,6 +139,85 @@ fn stdio_stops_reading_a_client_that_reads_no_answers() {
     stdio.finish();
 }
 
+/// The answers waiting for a client that reads none are bounded in bytes, not only in
+/// number: 300 answers of 2 MiB, never read, were all held (the writer's queue took 1,024
+/// answers whatever their size); now the server stops reading with a few MiB queued, and
+/// every answer still arrives once the client reads.
+#[test]
+fn stdio_holds_few_bytes_of_answers_for_a_client_that_reads_none() {
+    use std::io::{BufRead, Write};
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let mut stdio = StdioServer::start_with(&["--plugin", hostile.to_str().unwrap(), "--max-in-flight", "4"]);
+    stdio.initialize("2025-11-25");
+    let rss_mib = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap();
+        kib >> 10
+    };
+    let before = rss_mib(stdio.pid());
+    let mut input = stdio.take_input();
+    let count = 300;
+    std::thread::spawn(move || {
+        let calls: String = (0..count)
+            .map(|id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"mib\":2}}}}}}\n"))
+            .collect();
+        let _ = input.write_all(calls.as_bytes());
+    });
+    let mut peak = 0;
+    for _ in 0..30 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        peak = peak.max(rss_mib(stdio.pid()));
+    }
+    assert!(peak < before + 250, "{peak} MiB held for a client that reads nothing (from {before} MiB)");
+    let mut answered = 0;
+    let mut line = String::new();
+    while answered < count {
+        line.clear();
+        assert!(stdio.stdout_mut().read_line(&mut line).expect("read") > 0, "stdout ended after {answered} answers");
+        if line.contains("\"result\"") {
+            assert!(line.len() > 2 << 20, "{}", &line[..200.min(line.len())]);
+            answered += 1;
+        }
+    }
+    stdio.finish();
+}
+
+/// Every log and progress message within a call's budget reaches a client that reads them:
+/// a call that logs faster than its messages are forwarded lost all but 256 of them to a full
+/// queue. Past the budget (1,000 messages a call) the rest are dropped.
+#[test]
+fn stdio_a_chatty_call_s_messages_arrive_up_to_its_budget() {
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let mut stdio = StdioServer::start_with(&["--plugin", hostile.to_str().unwrap()]);
+    stdio.initialize("2025-11-25");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}}));
+    while stdio.read()["id"] != 2 {}
+    for (id, count, expected) in [(3, 450, (450, 450)), (4, 700, (500, 500))] {
+        let token = format!("flood-{id}");
+        stdio.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "flood",
+            "arguments": {"count": count}, "_meta": {"progressToken": token}}}));
+        let (mut logs, mut progress) = (0, 0);
+        loop {
+            let message = stdio.read();
+            match message["method"].as_str() {
+                Some("notifications/message") => logs += 1,
+                Some("notifications/progress") if message["params"]["progressToken"] == token.as_str() => progress += 1,
+                _ if message["id"] == id => break,
+                _ => {}
+            }
+        }
+        assert_eq!((logs, progress), expected, "flood of {count}");
+    }
+    stdio.finish();
+}
+
 /// A stdio server with the conformance plugin and one place in flight.
 fn one_place_with_conformance() -> StdioServer {
     let conformance = crate::support::plugins().join("conformance.wasm");

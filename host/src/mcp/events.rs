@@ -1,6 +1,8 @@
 //! Forwarding what a running plugin call reports (logs, progress) to the client that made the
 //! request, without letting a slow client or a chatty plugin block the call: events go through
-//! a bounded queue and are dropped when it is full. Changes are not forwarded one by one: a
+//! a queue the call never waits on, bounded by the call's own budget (the sandbox takes at most
+//! `event_limit` messages, their text charged against the call's output limit), so a call that
+//! logs faster than its forwarder runs loses none of them. Changes are not forwarded one by one: a
 //! call records which lists and resources it said changed, and they are announced once each
 //! when it ends.
 
@@ -20,8 +22,6 @@ use super::request::ClientLink;
 use crate::auth::Principal;
 use crate::runtime::{CallEvents, Caller, ListKind, LogLevel};
 
-const QUEUE: usize = 256;
-
 enum Event {
     Log { level: LogLevel, logger: Option<String>, message: String },
     Progress { progress: f64, total: Option<f64>, message: Option<String> },
@@ -33,7 +33,7 @@ pub struct RequestEvents {
     plugin: String,
     /// To the forwarder; `None` when nothing would reach the client (no progress token, no
     /// log level), and logs go straight to the host's log.
-    tx: Option<mpsc::Sender<Event>>,
+    tx: Option<mpsc::UnboundedSender<Event>>,
     cancelled: CancellationToken,
     changed: Changes,
 }
@@ -79,14 +79,14 @@ impl CallEvents for RequestEvents {
 
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
         match &self.tx {
-            Some(tx) => drop(tx.try_send(Event::Log { level, logger, message })),
+            Some(tx) => drop(tx.send(Event::Log { level, logger, message })),
             None => debug_log(&self.plugin, logging_level(level), logger.as_deref(), &message),
         }
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         if let Some(tx) = &self.tx {
-            let _ = tx.try_send(Event::Progress { progress, total, message });
+            let _ = tx.send(Event::Progress { progress, total, message });
         }
     }
 
@@ -137,7 +137,7 @@ pub fn channel(
         let events = RequestEvents { principal, plugin, tx: None, cancelled, changed: changed.clone() };
         return (Arc::new(events), changed, None);
     }
-    let (tx, mut rx) = mpsc::channel(QUEUE);
+    let (tx, mut rx) = mpsc::unbounded_channel();
     let forward = async move {
         while let Some(event) = rx.recv().await {
             match event {

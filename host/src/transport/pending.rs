@@ -15,6 +15,18 @@ use crate::mcp::LinkError;
 
 type Waiter = oneshot::Sender<Result<ClientResult, LinkError>>;
 
+/// Where a transport queues messages for its client.
+pub trait Outbox: Sync {
+    /// Queue `message`, once there is room; `false` if the client is gone.
+    fn post(&self, message: Vec<u8>) -> impl Future<Output = bool> + Send;
+}
+
+impl Outbox for mpsc::Sender<Vec<u8>> {
+    async fn post(&self, message: Vec<u8>) -> bool {
+        self.send(message).await.is_ok()
+    }
+}
+
 /// Server-to-client requests awaiting their answers.
 #[derive(Default)]
 pub struct Pending {
@@ -39,11 +51,13 @@ impl Pending {
     pub async fn request(
         &self,
         request: &ServerRequest,
-        out: &mpsc::Sender<Vec<u8>>,
+        out: &impl Outbox,
         closed: impl Future<Output = ()>,
     ) -> Result<ClientResult, LinkError> {
         let (message, mut asked) = self.ask(request)?;
-        out.send(message).await.map_err(|_| LinkError::Closed)?;
+        if !out.post(message).await {
+            return Err(LinkError::Closed);
+        }
         tokio::select! {
             answer = asked.answer() => answer,
             () = closed => Err(LinkError::Closed),

@@ -9,9 +9,10 @@
 //! batches in flight may reuse ids. At the end of input, whenever it comes, what is still
 //! running finishes and is answered, then the server stops.
 //!
-//! Requests in flight are capped: past the cap the reader waits before it takes another, so
-//! a client that writes requests and never reads their answers stops being read rather than
-//! filling memory with answers. A request that waits on the client (roots, elicitation,
+//! Requests in flight are capped, and so are the bytes of answers waiting for the writer: a
+//! request holds its place until its answer is queued, and past the cap the reader waits
+//! before it takes another, so a client that writes requests and never reads their answers
+//! stops being read rather than filling memory with answers. A request that waits on the client (roots, elicitation,
 //! sampling) gives its place up while it waits, for the client's answer is further down the
 //! input and the reader has to get to it. A batch holds one place for all its elements and
 //! gives it up while any of them waits.
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::jsonrpc::{self, Incoming, Message, Refusal};
-use super::pending::Pending;
+use super::pending::{Outbox, Pending};
 use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Origin, Shared};
 use crate::telemetry::Traffic;
 
@@ -61,6 +62,10 @@ type Answer = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// Messages waiting for the writer.
 const OUTPUT_QUEUE: usize = 1024;
+
+/// Bytes of messages waiting for the writer (or being written). A message larger than this
+/// waits until it is the only one.
+const OUTPUT_BYTES: usize = 16 << 20;
 
 /// Requests in flight before the reader waits, unless the operator says otherwise.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -186,11 +191,20 @@ pub async fn serve_on(
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) {
-    let (out, queue) = mpsc::channel(OUTPUT_QUEUE);
+    let (tx, queue) = mpsc::channel(OUTPUT_QUEUE);
+    let out = Queue { tx, room: Arc::new(Semaphore::new(OUTPUT_BYTES)) };
+    let room = out.room.clone();
     let places = Arc::new(Semaphore::new(options.max_in_flight));
     let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new(), places });
     let done = CancellationToken::new();
-    let writer = tokio::spawn(write_out(queue, output, options.traffic.clone(), link.closed.clone(), done.clone()));
+    let writer = {
+        let (traffic, closed, done) = (options.traffic.clone(), link.closed.clone(), done.clone());
+        tokio::spawn(async move {
+            write_out(queue, output, traffic, closed, done).await;
+            // Nothing more is written: whoever waits for room hears the client is gone.
+            room.close();
+        })
+    };
     let connection = Connection {
         server: CapsuleServer::new(shared),
         link: link.clone(),
@@ -277,13 +291,15 @@ async fn read_line(
 /// Copy queued messages to `output`, one per line, until `done` fires and the queue is empty.
 /// If the output fails, the client is gone: `closed` fires.
 async fn write_out(
-    mut queue: mpsc::Receiver<Vec<u8>>,
+    mut queue: mpsc::Receiver<Queued>,
     mut output: impl AsyncWrite + Unpin,
     traffic: Traffic,
     closed: CancellationToken,
     done: CancellationToken,
 ) {
     let mut buffer = Vec::new();
+    // The messages in `buffer`: their room in the queue is given back once they are written.
+    let mut taken = Vec::new();
     loop {
         let first = tokio::select! {
             biased;
@@ -292,19 +308,22 @@ async fn write_out(
         };
         let Some(first) = first else { return };
         buffer.clear();
-        buffer.extend_from_slice(&first);
+        buffer.extend_from_slice(&first.message);
         buffer.push(b'\n');
+        taken.push(first.room);
         // Whatever else is ready goes out with it, in one write.
         while buffer.len() < 64 << 10
             && let Ok(more) = queue.try_recv()
         {
-            buffer.extend_from_slice(&more);
+            buffer.extend_from_slice(&more.message);
             buffer.push(b'\n');
+            taken.push(more.room);
         }
         if output.write_all(&buffer).await.is_err() || output.flush().await.is_err() {
             closed.cancel();
             return;
         }
+        taken.clear();
         traffic.sent(buffer.len());
     }
 }
@@ -423,10 +442,31 @@ impl Connection {
     }
 }
 
+/// A message for the writer, holding its room in the queue.
+struct Queued {
+    message: Vec<u8>,
+    room: OwnedSemaphorePermit,
+}
+
+/// The writer's queue, bounded in messages and in bytes.
+struct Queue {
+    tx: mpsc::Sender<Queued>,
+    /// One permit a byte (see [`OUTPUT_BYTES`]); closed once the writer has stopped.
+    room: Arc<Semaphore>,
+}
+
+impl Outbox for Queue {
+    async fn post(&self, message: Vec<u8>) -> bool {
+        let bytes = message.len().clamp(1, OUTPUT_BYTES) as u32;
+        let Ok(room) = self.room.clone().acquire_many_owned(bytes).await else { return false };
+        self.tx.send(Queued { message, room }).await.is_ok()
+    }
+}
+
 /// The way back to the stdio client: the writer's queue, and the requests sent to the client
 /// that await its answer.
 struct Link {
-    out: mpsc::Sender<Vec<u8>>,
+    out: Queue,
     pending: Pending,
     /// Fires when the input ends or the output fails.
     closed: CancellationToken,
@@ -437,7 +477,7 @@ struct Link {
 impl Link {
     /// Queue a message for the writer (dropped if the client is gone).
     async fn write(&self, message: Vec<u8>) {
-        let _ = self.out.send(message).await;
+        self.out.post(message).await;
     }
 
     /// A place for one more request in flight, once there is one (`None` only if the
@@ -460,7 +500,7 @@ impl ClientLink for Link {
                 return Err(LinkError::Closed);
             }
             let message = jsonrpc::outgoing(None, &notification).map_err(|e| LinkError::Failed(e.to_string()))?;
-            self.out.send(message).await.map_err(|_| LinkError::Closed)
+            if self.out.post(message).await { Ok(()) } else { Err(LinkError::Closed) }
         })
     }
 
