@@ -416,3 +416,38 @@ async fn live_sessions_are_capped() {
     let modern = Client::new(&server.url).modern(3, "tools/list", json!({}), json!({})).await;
     assert_eq!(modern.status, 200, "{}", modern.body);
 }
+
+/// A self-describing 2026-07-28 request sent inside a legacy HTTP session is refused with
+/// -32020 and does not run: served there, it escaped its revision's header checks, so a
+/// gateway reading `Mcp-Name` saw one tool while another ran. Alone or in a 2025-03-26 batch.
+#[tokio::test]
+async fn a_2026_request_inside_a_session_is_refused() {
+    let server = server();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}, "_meta": meta}})
+    };
+    let mismatched = [("mcp-method", "tools/list"), ("mcp-name", "upper")];
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+    let reply = client.post_raw(call(2).to_string(), &mismatched).await;
+    let error = &reply.response(2)["error"];
+    assert_eq!(error["code"], -32020, "{}", reply.body);
+    assert!(error["message"].as_str().unwrap().contains("belongs to no session"), "{error}");
+    // Without the 2026-07-28 `_meta` it is the session's own call.
+    let own = client.request(3, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(first_text(&own["result"]), "3", "{own}");
+
+    let mut batching = Client::new(&server.url);
+    batching.initialize("2025-03-26", json!({})).await;
+    let reply = batching.post_raw(json!([call(4)]).to_string(), &mismatched).await;
+    assert_eq!(reply.response(4)["error"]["code"], -32020, "{}", reply.body);
+    // Sent as what it is, without a session, the same mismatch is caught by the headers.
+    let stateless = Client::new(&server.url);
+    let reply = stateless
+        .post_raw(call(5).to_string(), &[("mcp-protocol-version", "2026-07-28"), mismatched[0], mismatched[1]])
+        .await;
+    assert_eq!((reply.status, &reply.response(5)["error"]["code"]), (400, &json!(-32020)), "{}", reply.body);
+}

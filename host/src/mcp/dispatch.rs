@@ -356,11 +356,8 @@ impl CapsuleServer {
             "notifications/initialized" if self.session.peer.get().is_some() => {
                 self.shared.sessions.register(link.clone(), self.session.clone(), &self.shared.catalog());
             }
-            "notifications/roots/list_changed" => {
-                // A roots request may be waiting on the client; forgetting must not wait on it.
-                let session = self.session.clone();
-                tokio::spawn(async move { session.forget_roots().await });
-            }
+            // Noted before the transport takes the client's next message.
+            "notifications/roots/list_changed" => self.session.roots_changed(),
             "notifications/cancelled" => {
                 if let Ok(CancelledNotificationParam { request_id: Some(id), .. }) = params(raw) {
                     self.session.cancel(&id);
@@ -443,6 +440,16 @@ impl CapsuleServer {
         let modern = method == "server/discover"
             || declares_modern(front)
             || requested.as_ref().is_some_and(|v| !v.has_initialize());
+        // A self-describing 2026-07-28 request belongs to no session: inside an HTTP session
+        // it would escape the header rules its own revision holds it to (`Mcp-Method`,
+        // `Mcp-Name`, `Mcp-Param-*`), which only a sessionless request is checked against.
+        if modern && requested.is_some() && front.origin.session.is_some() {
+            return Err(ErrorData::header_mismatch(
+                "a 2026-07-28 request belongs to no session: send it without Mcp-Session-Id, with \
+                 MCP-Protocol-Version: 2026-07-28",
+                None,
+            ));
+        }
         let peer = self.session.peer.get();
         // Decoded once: the capabilities are the largest part of `_meta`.
         let capabilities = meta.client_capabilities();

@@ -7,6 +7,8 @@
 
 #![allow(deprecated)] // Roots are deprecated by SEP-2577, still served to clients that declare them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rmcp::model::{ClientResult, ListRootsRequest, ServerRequest};
 use tracing::Instrument;
 
@@ -42,17 +44,32 @@ pub async fn resolve(roots: Vec<wit::Root>) -> Result<ClientRoots, String> {
     .map_err(|e| format!("resolving the client's roots failed: {e}"))
 }
 
+/// A session's roots as last fetched, and how often the client has said they changed.
+#[derive(Default)]
+pub struct CachedRoots {
+    /// Bumped by `notifications/roots/list_changed` as the transport takes it, in the order
+    /// the client sent its messages: a request sent after the notification never runs with
+    /// an answer fetched before it, even if its task runs while that fetch is still waiting.
+    changes: AtomicU64,
+    /// The last answer and the `changes` it was asked at. Held across a fetch, so that
+    /// concurrent calls ask the client once.
+    fetched: tokio::sync::Mutex<Option<(u64, ClientRoots)>>,
+}
+
 impl SessionState {
     /// This session's roots: the cached answer, or a fresh `roots/list` to the client. A
     /// client that fails to answer gets no roots, never the unnarrowed grants.
     pub async fn roots(&self, link: &dyn ClientLink) -> ClientRoots {
-        let mut cached = self.roots.lock().await;
-        if let Some(roots) = cached.as_ref() {
+        let mut fetched = self.roots.fetched.lock().await;
+        let asked_at = self.roots.changes.load(Ordering::Acquire);
+        if let Some((at, roots)) = fetched.as_ref()
+            && *at == asked_at
+        {
             return roots.clone();
         }
         let ask = link.request(ServerRequest::ListRootsRequest(ListRootsRequest::default()));
         let asked = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, ask).instrument(client_request_span("roots/list"));
-        let fetched = match asked.await {
+        let answer = match asked.await {
             Ok(Ok(ClientResult::ListRootsResult(result))) => {
                 resolve(result.roots.into_iter().map(|r| wit::Root { uri: r.uri, name: r.name }).collect()).await
             }
@@ -60,9 +77,11 @@ impl SessionState {
             Ok(Err(e)) => Err(format!("the client did not answer roots/list ({e})")),
             Err(_) => Err("the client did not answer roots/list in time".into()),
         };
-        match fetched {
+        match answer {
             Ok(roots) => {
-                *cached = Some(roots.clone());
+                // Kept as the answer of when it was asked: if the roots changed meanwhile,
+                // the next request asks again.
+                *fetched = Some((asked_at, roots.clone()));
                 roots
             }
             Err(reason) => {
@@ -72,8 +91,9 @@ impl SessionState {
         }
     }
 
-    /// Forget the cached roots (the client said they changed).
-    pub async fn forget_roots(&self) {
-        *self.roots.lock().await = None;
+    /// The client said its roots changed: every request from now on asks for them again.
+    /// Takes no lock, so it never waits on a roots request the client has not answered.
+    pub fn roots_changed(&self) {
+        self.roots.changes.fetch_add(1, Ordering::AcqRel);
     }
 }

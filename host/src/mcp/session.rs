@@ -16,8 +16,8 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::request::{ClientLink, LinkError};
+use super::roots::CachedRoots;
 use crate::catalog::Catalog;
-use crate::policy::ClientRoots;
 use crate::runtime::ListKind;
 
 /// How long one session may take to accept a list-change notification.
@@ -43,8 +43,8 @@ pub struct SessionState {
     pub log_level: Mutex<Option<LoggingLevel>>,
     /// URIs subscribed with `resources/subscribe`.
     pub subscriptions: Mutex<BTreeSet<String>>,
-    /// The client's roots, once asked for; cleared when the client says they changed.
-    pub roots: tokio::sync::Mutex<Option<ClientRoots>>,
+    /// The client's roots, once asked for, until the client says they changed.
+    pub roots: CachedRoots,
     /// The catalogs its lists came from, so a change it already lists is not announced.
     seen: Mutex<Seen>,
 }
