@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, SseStream, first_text, plugins, scratch_dir};
+use crate::support::{Client, Server, SseStream, StdioServer, first_text, plugins, scratch_dir};
 
 /// A secret beside a granted tree: `outside/secret.txt` is under no grant.
 struct Tree {
@@ -123,6 +123,103 @@ async fn a_nested_root_cannot_be_swapped_for_a_symlink() {
     let read =
         call_with_roots(&client, 4, "read_path", json!({"path": format!("{}/secret.txt", b.display())}), &roots).await;
     assert!(!read.to_string().contains("MOUNT-SECRET"), "{read}");
+}
+
+/// `notifications/roots/list_changed` holds the very next message: a stdio client that
+/// narrows its roots and calls in one write is asked for its roots again and held to the new
+/// ones (the call used to run with the roots cached before the change, the notification
+/// taking effect on a task of its own).
+#[test]
+fn a_roots_change_holds_the_call_written_right_after_it() {
+    let tree = Tree::new("roots-change");
+    let wide = tree.dir("g", "g.txt");
+    std::fs::write(wide.join("wide.txt"), "WIDE-ONLY").unwrap();
+    let narrow = tree.dir("g/narrow", "narrow.txt");
+    let policy = tree.base.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\n", wide.display()))
+        .unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let mut stdio =
+        StdioServer::start_with(&["--plugin", hostile.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    stdio.initialize_offering("2025-06-18", json!({"roots": {"listChanged": true}}));
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    // Writes `ahead` and the call in one write, answers every roots/list with `root`; the
+    // call's text and how often the roots were asked for.
+    let mut call = |id: i64, ahead: &str, root: &Path| {
+        let read = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_path", "arguments": {"path": path(&wide.join("wide.txt"))}}});
+        stdio.send_bytes(format!("{ahead}{read}\n").as_bytes());
+        let mut asked = 0;
+        loop {
+            let message = stdio.read();
+            if message["method"] == "roots/list" {
+                asked += 1;
+                let roots = json!([{"uri": format!("file://{}", root.display())}]);
+                stdio.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}}));
+            } else if message["id"] == id {
+                return (first_text(&message["result"]), asked);
+            }
+        }
+    };
+    assert_eq!(call(2, "", &wide), ("WIDE-ONLY".to_owned(), 1));
+    assert_eq!(call(3, "", &narrow), ("WIDE-ONLY".to_owned(), 0), "the answer is kept until a change");
+    for round in 0..5 {
+        let ahead = format!("{changed}\n");
+        let (text, asked) = call(10 + 2 * round, &ahead, &narrow);
+        assert_eq!(asked, 1, "round {round}: the roots are asked for again");
+        assert!(!text.contains("WIDE-ONLY"), "round {round}: a file outside the new roots was read: {text}");
+        let (text, asked) = call(11 + 2 * round, &ahead, &wide);
+        assert_eq!((text.as_str(), asked), ("WIDE-ONLY", 1), "round {round}: widened again");
+    }
+    stdio.finish();
+}
+
+/// A FIFO in a granted directory is refused at once rather than opened: opening one blocks
+/// until something opens its other end, on a blocking thread no call limit stops, and each
+/// such call used to hold a thread for good and keep the server from exiting at the end of
+/// its input.
+#[test]
+fn a_fifo_in_a_granted_directory_is_refused_without_opening_it() {
+    let tree = Tree::new("fifo");
+    let granted = tree.dir("g", "g.txt");
+    let fifo = granted.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let policy = tree.base.join("capsule.toml");
+    let grant = format!("[plugins.hostile]\ndirs = [{{ path = {:?}, write = true }}]\n", granted.display());
+    std::fs::write(&policy, grant).unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let mut stdio = StdioServer::start_with(&[
+        "--plugin",
+        hostile.to_str().unwrap(),
+        "--config",
+        policy.to_str().unwrap(),
+        "--call-timeout",
+        "600000",
+    ]);
+    stdio.initialize("2025-06-18");
+    let calls = [
+        ("read_path", json!({"path": path(&fifo)})),
+        ("write_path", json!({"path": path(&fifo), "content": "x"})),
+        ("read_path", json!({"path": path(&fifo)})),
+        ("read_path", json!({"path": path(&granted.join("g.txt"))})),
+    ];
+    for (id, (tool, arguments)) in calls.iter().enumerate() {
+        stdio.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+    }
+    let mut answers = std::collections::BTreeMap::new();
+    while answers.len() < calls.len() {
+        let message = stdio.read();
+        if let Some(id) = message["id"].as_u64() {
+            answers.insert(id, message["result"].clone());
+        }
+    }
+    for id in 0..3 {
+        let text = first_text(&answers[&id]).to_lowercase();
+        assert!(answers[&id]["isError"] == true && text.contains("not permitted"), "call {id}: {}", answers[&id]);
+    }
+    assert_eq!(first_text(&answers[&3]), "granted");
+    stdio.finish();
 }
 
 pub fn misfit() -> PathBuf {

@@ -175,6 +175,7 @@ impl PluginRuntime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        super::fs::refuse_special_files(&mut linker).map_err(engine_error)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(engine_error)?;
 

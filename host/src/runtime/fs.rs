@@ -9,14 +9,25 @@
 //!
 //! wasmtime-wasi preopens a directory only by path, so it is handed the handle's own path in
 //! `/proc/self/fd`, which names exactly the directory the handle holds.
+//!
+//! A plugin opens regular files and directories only ([`refuse_special_files`]): opening a
+//! FIFO blocks until someone opens its other end, and wasmtime-wasi opens on a blocking
+//! thread that a call's limits cannot stop, so one `open` of a FIFO in a granted directory
+//! held a thread (and the server's exit) for good.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
+};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use super::sandbox::CallState;
 use crate::policy::{Grants, Mount};
 
 /// How every directory handle is opened: as a directory, refusing a symlink in its place.
@@ -116,6 +127,61 @@ fn open_beneath(base: BorrowedFd<'_>, beneath: &Path) -> io::Result<Option<Owned
         dir = Some(rustix::fs::openat(parent, name, DIR, Mode::empty())?);
     }
     Ok(dir)
+}
+
+/// Put Capsule's `open-at` in place of wasmtime-wasi's: the same, except that a path naming a
+/// FIFO, a socket or a device is refused with `not-permitted` before anything opens it.
+pub(crate) fn refuse_special_files(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    type Args = (Resource<Descriptor>, PathFlags, String, OpenFlags, DescriptorFlags);
+    linker.allow_shadowing(true);
+    let defined = linker.instance("wasi:filesystem/types@0.2.12")?.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store, (fd, path_flags, path, open_flags, flags): Args| {
+            Box::new(async move {
+                let mut view = store.data_mut().filesystem();
+                let dir = match view.table.get(&fd)? {
+                    Descriptor::Dir(dir) => Some(dir.dir.clone()),
+                    Descriptor::File(_) => None,
+                };
+                if let Some(dir) = dir {
+                    let (name, follow) = (path.clone(), path_flags.contains(PathFlags::SYMLINK_FOLLOW));
+                    // A lookup may wait on a slow filesystem, as the open after it may.
+                    let special = tokio::task::spawn_blocking(move || is_special(dir.as_fd(), &name, follow))
+                        .await
+                        .unwrap_or(false);
+                    if special {
+                        return Ok((Err(ErrorCode::NotPermitted),));
+                    }
+                }
+                match HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags).await {
+                    Ok(opened) => Ok((Ok(opened),)),
+                    // A trap stays a trap; an error code goes to the guest.
+                    Err(e) => Ok((Err(Host::convert_error_code(&mut view, e)?),)),
+                }
+            })
+        },
+    );
+    linker.allow_shadowing(false);
+    defined
+}
+
+/// Whether `path` beneath `dir` names something that is neither a regular file, a directory
+/// nor a symlink. Looked up without opening it (`O_PATH`), never leaving `dir`; whatever
+/// cannot be looked up is left to the open to refuse.
+fn is_special(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
+    use rustix::fs::{FileType, ResolveFlags};
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let Ok(found) = rustix::fs::openat2(dir, path, flags, Mode::empty(), beneath) else { return false };
+    rustix::fs::fstat(&found).is_ok_and(|stat| {
+        !matches!(
+            FileType::from_raw_mode(stat.st_mode),
+            FileType::RegularFile | FileType::Directory | FileType::Symlink
+        )
+    })
 }
 
 /// The path naming exactly the directory `handle` holds.

@@ -75,8 +75,8 @@ fn explain(cx: &Context, action: &str, path: &Path, error: std::io::Error) -> St
         }
         (Some(_), ErrorKind::NotFound) => format!("cannot {action} {}: it does not exist", path.display()),
         (Some(_), ErrorKind::PermissionDenied) => format!(
-            "cannot {action} {}: not permitted (a symlink leading outside the allowed directories, or a file the \
-             server itself may not access)",
+            "cannot {action} {}: not permitted (a symlink leading outside the allowed directories, a FIFO, socket \
+             or device, which the host never opens, or a file the server itself may not access)",
             path.display()
         ),
         (Some(_), _) => format!("cannot {action} {}: {error}", path.display()),
