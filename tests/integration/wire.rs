@@ -773,6 +773,22 @@ async fn a_session_stream_has_unique_rising_ids_and_resumes_after_the_last_one_s
         let refused = RawEvents::get(&client, Some(&never.to_string())).await;
         assert_eq!(refused.status(), 400, "Last-Event-ID {never}");
     }
+    // Nor does it take another spelling of an id it issued, or a priming id it did not
+    // write: a stream it never primed, or one it did with another start.
+    let (stream, start) = ids[0].strip_prefix('g').and_then(|p| p.split_once('.')).expect("g{stream}.{start}");
+    let (stream, start): (u64, u64) = (stream.parse().unwrap(), start.parse().unwrap());
+    let made_up = [
+        "0".to_owned(),
+        format!("0{}", ids[1]),
+        format!("+{}", ids[1]),
+        format!("g{stream}.{}", start + 1),
+        format!("g0.{start}"),
+        format!("g{}.{start}", stream + 50),
+        format!("g0{stream}.{start}"),
+    ];
+    for never in made_up {
+        assert_eq!(RawEvents::get(&client, Some(&never)).await.status(), 400, "Last-Event-ID {never}");
+    }
     let not_text = RawEvents::request(&client)
         .header("last-event-id", reqwest::header::HeaderValue::from_bytes(b"\xff7").unwrap())
         .send()
@@ -831,8 +847,13 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
     let result = resumed.next(quiet).await.expect("the answer, after the event named");
     assert!(result.data.contains("\"id\":7") && result.data.contains("\"result\""), "{}", result.data);
     assert!(resumed.next(quiet).await.is_none(), "the resumed stream ends after the answer");
-    // A stream the session never had is refused.
-    assert_eq!(RawEvents::get(&client, Some("p99.1")).await.status(), 400);
+    // A stream the session never had is refused, and so is a place its stream never
+    // reached (nothing would come after it, not even the answer) or another spelling.
+    let (number, place) = asked_id.strip_prefix('p').and_then(|p| p.split_once('.')).expect("p{stream}.{place}");
+    let place: u64 = place.parse().unwrap();
+    for never in ["p99.1".to_owned(), format!("p{number}.{}", place + 50), format!("p0{number}.{place}")] {
+        assert_eq!(RawEvents::get(&client, Some(&never)).await.status(), 400, "Last-Event-ID {never}");
+    }
 
     // Resumed while its first connection is still open, the stream moves to the new one:
     // the answer goes to one stream, never to both.

@@ -21,7 +21,7 @@ use futures::Stream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::sse::Frame;
+use super::sse::{Frame, id_number};
 use super::watch::{self, Look};
 
 /// Events one POST stream keeps for a resume.
@@ -73,19 +73,21 @@ impl PostStreams {
 
     /// The stream an event id names, and the place after which to resume, if the id is one
     /// of a POST stream this session still keeps. `Err` for a POST stream id it does not
-    /// (any more); `Ok(None)` for an id that is not a POST stream's at all.
+    /// (any more); `Ok(None)` for an id that is not one a POST stream issued (a place it has
+    /// not reached would resume nothing, and its answer would never come).
     pub fn find(&self, id: &str) -> Result<Option<(Arc<PostStream>, u64)>, ()> {
         let Some((number, place)) = parse(id) else { return Ok(None) };
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?;
-        Ok(Some((stream.clone(), place)))
+        let issued = place <= stream.buffer.lock().unwrap_or_else(|e| e.into_inner()).last;
+        Ok(issued.then(|| (stream.clone(), place)))
     }
 }
 
 /// `p{stream}.{place}`, as [`PostStream`] writes event ids.
 fn parse(id: &str) -> Option<(u64, u64)> {
     let (number, place) = id.strip_prefix('p')?.split_once('.')?;
-    Some((number.parse().ok()?, place.parse().ok()?))
+    Some((id_number(number)?, id_number(place)?))
 }
 
 /// One POST's stream: the messages its request sent, then its answers.

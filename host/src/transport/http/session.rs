@@ -23,7 +23,7 @@ use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
 use super::resume::PostStreams;
-use super::sse::Frame;
+use super::sse::{Frame, id_number};
 use super::watch::{self, Look};
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
@@ -31,6 +31,8 @@ use crate::telemetry::Metrics;
 
 /// Events a session keeps for its GET stream (and for resuming it).
 const RING: usize = 64;
+/// Priming ids of its GET streams a session keeps for a resume.
+const PRIMED: usize = 8;
 /// Under pressure, a session idle this long may be ended to make room for a new one.
 const EVICTABLE_AFTER: Duration = Duration::from_secs(60);
 
@@ -65,6 +67,9 @@ struct Ring {
     delivered: u64,
     /// Bumped by each GET, so the stream it replaces ends.
     stream: u64,
+    /// The newest [`PRIMED`] streams' priming ids (the stream, and where it started): the
+    /// ones a client may resume from.
+    primed: VecDeque<(u64, u64)>,
     streams_open: usize,
 }
 
@@ -93,11 +98,14 @@ impl Session {
     /// stream a priming event `id` opened started. `None` for an id this session never issued.
     pub fn resume_point(&self, id: &str) -> Option<u64> {
         let ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        let after = match id.strip_prefix('g').and_then(|primed| primed.split_once('.')) {
-            Some((stream, after)) => Some(after).filter(|_| stream.parse::<u64>().is_ok_and(|s| s <= ring.stream)),
-            None => Some(id),
-        };
-        after?.parse().ok().filter(|after| *after <= ring.next_id)
+        match id.strip_prefix('g') {
+            Some(primed) => {
+                let (stream, after) = primed.split_once('.')?;
+                let primed = (id_number(stream)?, id_number(after)?);
+                ring.primed.contains(&primed).then_some(primed.1)
+            }
+            None => id_number(id).filter(|after| (1..=ring.next_id).contains(after)),
+        }
     }
 
     /// Open the GET stream, replaying the events after `after` that are still kept; the
@@ -109,6 +117,13 @@ impl Session {
             let mut ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
             ring.stream += 1;
             ring.streams_open += 1;
+            if prime {
+                let primed = (ring.stream, after);
+                if ring.primed.len() == PRIMED {
+                    ring.primed.pop_front();
+                }
+                ring.primed.push_back(primed);
+            }
             ring.stream
         };
         self.wake.notify_waiters();

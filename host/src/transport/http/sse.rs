@@ -23,6 +23,14 @@ const RETRY_MS: u64 = 3000;
 /// The comment sent on a quiet stream.
 const QUIET: &[u8] = b":\n\n";
 
+/// A number in an event id as Capsule writes them: decimal digits without a sign or a
+/// leading zero, so each id has one spelling and one a client makes up is not taken for one
+/// it was sent.
+pub fn id_number(text: &str) -> Option<u64> {
+    let canonical = text.bytes().all(|b| b.is_ascii_digit()) && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
+}
+
 /// One event, framed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame(Bytes);
