@@ -426,3 +426,29 @@ async fn watched_plugins_are_swapped_in_place() {
     assert_eq!(gone["error"]["code"], -32602, "{gone}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Ending a session stops what it has running: a call stalled in its plugin is cancelled by
+/// the DELETE rather than left to its wall-clock limit, holding its instance and its slot.
+#[tokio::test]
+async fn deleting_a_session_cancels_its_running_calls() {
+    let args = crate::support::all_plugins();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--call-timeout", "600000"]);
+    let server = Server::http(&args);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let stalled = client.spawn_call(2, "stall", json!({}));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let ended = reqwest::Client::new()
+        .delete(&server.url)
+        .header("mcp-session-id", client.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(20), stalled)
+        .await
+        .expect("the call ends with its session")
+        .unwrap();
+    assert!(reply.body.contains("cancelled"), "{}", reply.body);
+}

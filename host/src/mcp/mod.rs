@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::PaginatedRequestParams;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, TraceContext, Transport};
@@ -171,9 +172,10 @@ impl CapsuleServer {
         self.session.is_answering()
     }
 
-    /// Note a request of this session as running (see [`InFlight`]).
-    pub fn begin(&self, id: &rmcp::model::RequestId) -> InFlight {
-        self.session.begin(id)
+    /// Note a request of this session as running (see [`InFlight`]), cancelled with
+    /// `within` too if given.
+    pub fn begin(&self, id: &rmcp::model::RequestId, within: Option<&CancellationToken>) -> InFlight {
+        self.session.begin(id, within)
     }
 
     /// Whether this session has been answered an `initialize`.

@@ -51,10 +51,11 @@ pub struct SessionState {
 
 impl SessionState {
     /// Note a request as running until the returned guard drops; its token fires if the
-    /// client cancels it.
-    pub fn begin(self: &Arc<Self>, id: &RequestId) -> InFlight {
+    /// client cancels it, or when `within` fires (an HTTP session's end).
+    pub fn begin(self: &Arc<Self>, id: &RequestId, within: Option<&CancellationToken>) -> InFlight {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        let (token, count) = in_flight.entry(id.clone()).or_insert_with(|| (CancellationToken::new(), 0));
+        let token = || within.map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let (token, count) = in_flight.entry(id.clone()).or_insert_with(|| (token(), 0));
         *count += 1;
         InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
     }

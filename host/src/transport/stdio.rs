@@ -375,7 +375,8 @@ impl Connection {
         match message {
             Message::Request { id, method, params } => {
                 let server = self.server.clone();
-                let in_flight = server.begin(&id);
+                // The end of input cancels nothing: what runs is answered.
+                let in_flight = server.begin(&id, None);
                 let front = Front {
                     origin: Origin::stdio(),
                     id,

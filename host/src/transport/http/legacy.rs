@@ -221,7 +221,8 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
-            let in_flight = session.server.begin(&id);
+            // Ending the session (DELETE) stops what it has running.
+            let in_flight = session.server.begin(&id, Some(&session.ended));
             let origin = sender.origin(session);
             let front = Front {
                 origin,
