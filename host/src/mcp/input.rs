@@ -124,6 +124,15 @@ pub async fn ask_legacy_client(
     requests: &[wit::KeyedInputRequest],
     link: &dyn ClientLink,
 ) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
+    ask_within(requests, link, CLIENT_ANSWER_TIMEOUT).await
+}
+
+/// [`ask_legacy_client`], waiting `patience` for each answer.
+async fn ask_within(
+    requests: &[wit::KeyedInputRequest],
+    link: &dyn ClientLink,
+    patience: Duration,
+) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
     let mut responses = Vec::with_capacity(requests.len());
     for r in requests {
         let json = convert::input_request_json(&r.request);
@@ -140,18 +149,19 @@ pub async fn ask_legacy_client(
             )),
             wit::InputRequest::ListRoots => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
         };
-        let asked = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, link.request(request));
-        let answer = asked.instrument(client_request_span(method(&r.request))).await.map_err(|_| {
-            ErrorData::internal_error(
-                format!("the client did not answer the {} request in time", method(&r.request)),
-                None,
-            )
-        })?;
-        let response = match answer {
-            Ok(result) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
-            Err(e) => {
+        let asked = tokio::time::timeout(patience, link.request(request));
+        // A client that does not answer is the client's doing, not the server's: the plugin
+        // hears of it as of any other unusable answer.
+        let response = match asked.instrument(client_request_span(method(&r.request))).await {
+            Ok(Ok(result)) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
+            Ok(Err(e)) => {
                 wit::InputResponse::Invalid(format!("the client refused the {} request: {e}", method(&r.request)))
             }
+            Err(_) => wit::InputResponse::Invalid(format!(
+                "the client did not answer the {} request within {:?}",
+                method(&r.request),
+                patience
+            )),
         };
         responses.push(wit::KeyedInputResponse { key: r.key.clone(), response });
     }
@@ -169,5 +179,48 @@ fn method(request: &wit::InputRequest) -> &'static str {
         wit::InputRequest::ElicitForm(_) | wit::InputRequest::ElicitUrl(_) => "elicitation/create",
         wit::InputRequest::Sample(_) => "sampling/createMessage",
         wit::InputRequest::ListRoots => "roots/list",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+
+    use rmcp::model::{ClientResult, ServerNotification};
+
+    use super::*;
+    use crate::mcp::request::LinkFuture;
+
+    /// A client that never answers.
+    struct Silent;
+
+    impl ClientLink for Silent {
+        fn notify(&self, _: ServerNotification) -> LinkFuture<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn request(&self, _: ServerRequest) -> LinkFuture<'_, ClientResult> {
+            Box::pin(std::future::pending())
+        }
+        fn is_closed(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A client that never answers is an unusable answer for the plugin to hear of, not an
+    /// internal error of the server's.
+    #[tokio::test]
+    async fn a_client_that_never_answers_is_an_unusable_answer() {
+        let asked = [wit::KeyedInputRequest { key: "who".into(), request: wit::InputRequest::ListRoots }];
+        let answers = ask_within(&asked, &Silent, Duration::from_millis(20)).await.expect("answered for the plugin");
+        match &answers[..] {
+            [wit::KeyedInputResponse { key, response: wit::InputResponse::Invalid(why) }] => {
+                assert_eq!(key, "who");
+                assert!(why.contains("did not answer the roots/list request within 20ms"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
