@@ -102,13 +102,25 @@ impl Allowed {
 /// else its Host header, which must be there once (section 3.2: more than one is a 400).
 pub fn host(uri: &Uri, headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
     if let Some(authority) = uri.authority() {
-        return Ok(authority.clone());
+        return plain(authority.clone()).ok_or((400, "Bad Request: Invalid host in the request target"));
     }
     let host = at_most_once(headers, HOST)
         .map_err(|Repeated| (400, "Bad Request: more than one Host header"))?
         .ok_or((400, "Bad Request: missing Host header"))?;
     let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
-    host.parse().map_err(|_| (400, "Bad Request: Invalid Host header"))
+    host.parse().ok().and_then(plain).ok_or((400, "Bad Request: Invalid Host header"))
+}
+
+/// `authority` if it is a host and an optional port, as Host (RFC 9112, section 3.2) and
+/// Origin (RFC 6454, section 7) are: no user information (`a@127.0.0.1`, which the http
+/// crate reads as an authority), and a port that is a port (not `99999`).
+fn plain(authority: Authority) -> Option<Authority> {
+    let text = authority.as_str();
+    // The port follows the host's last `:` (an IPv6 host is bracketed); the http crate
+    // reads a port it cannot hold as none at all.
+    let after_host = text.rsplit_once(']').map_or(text, |(_, rest)| rest);
+    let port_ok = after_host.rsplit_once(':').is_none_or(|(_, port)| port.is_empty() || port.parse::<u16>().is_ok());
+    (!text.contains('@') && port_ok).then_some(authority)
 }
 
 /// A host name as tenants' `hosts` hold it: lowercase, IPv6 without brackets.
@@ -135,7 +147,7 @@ impl Origin {
             return Some(Origin { scheme: String::new(), host: String::new(), port: None, null: true });
         }
         let (scheme, rest) = text.split_once("://")?;
-        let authority: Authority = rest.trim_end_matches('/').parse().ok()?;
+        let authority = plain(rest.trim_end_matches('/').parse().ok()?)?;
         Some(Origin {
             scheme: scheme.to_ascii_lowercase(),
             host: bare_host(authority.host()),
@@ -263,6 +275,13 @@ mod tests {
             allowed.check(&Uri::from_static("http://evil.example/mcp"), &headers(&[("host", "localhost")]), |_| false);
         assert_eq!(reason, Err((403, "Forbidden: the host in the request target is not allowed")));
         assert_eq!(target("http://localhost:3000/mcp", "evil.example"), Ok(()));
+        // A host with user information, or a port no port can be, is no host (400), though
+        // the http crate reads both as authorities; an Origin like it is no origin (403).
+        assert_eq!(check(&[("host", "a@127.0.0.1")]), Err(400));
+        assert_eq!(check(&[("host", "127.0.0.1:99999")]), Err(400));
+        assert_eq!(target("http://evil.example@localhost/mcp", "localhost"), Err(400));
+        assert_eq!(check(&[("host", "localhost"), ("origin", "http://evil.example@localhost")]), Err(403));
+        assert_eq!(check(&[("host", "localhost"), ("origin", "http://localhost:99999")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://localhost:5173")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example:443")]), Ok(()));
