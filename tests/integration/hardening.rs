@@ -185,12 +185,15 @@ fn a_fifo_in_a_granted_directory_is_refused_without_opening_it() {
     let fifo = granted.join("fifo");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let policy = tree.base.join("capsule.toml");
-    let grant = format!("[plugins.hostile]\ndirs = [{{ path = {:?}, write = true }}]\n", granted.display());
-    std::fs::write(&policy, grant).unwrap();
-    let hostile = plugins().join("testing/hostile.wasm");
+    let grant = format!("dirs = [{{ path = {:?}, write = true }}]\n", granted.display());
+    std::fs::write(&policy, format!("[plugins.hostile]\n{grant}[plugins.files]\n{grant}")).unwrap();
+    std::fs::write(granted.join("binary"), b"\xff\xfe").unwrap();
+    let (hostile, files) = (plugins().join("testing/hostile.wasm"), plugins().join("files.wasm"));
     let mut stdio = StdioServer::start_with(&[
         "--plugin",
         hostile.to_str().unwrap(),
+        "--plugin",
+        files.to_str().unwrap(),
         "--config",
         policy.to_str().unwrap(),
         "--call-timeout",
@@ -219,6 +222,19 @@ fn a_fifo_in_a_granted_directory_is_refused_without_opening_it() {
         assert!(answers[&id]["isError"] == true && text.contains("not permitted"), "call {id}: {}", answers[&id]);
     }
     assert_eq!(first_text(&answers[&3]), "granted");
+    // Read as `files`' resources, the FIFO, the directory and a binary file name no
+    // resource it serves: not found, with the reason (never an internal error).
+    for (id, (target, reason)) in
+        [(&fifo, "not permitted"), (&granted, "directory"), (&granted.join("binary"), "not utf-8")].iter().enumerate()
+    {
+        let id = 10 + id as u64;
+        let uri = format!("file://{}", target.display());
+        stdio.send(&json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}}));
+        let answer = std::iter::repeat_with(|| stdio.read()).find(|m| m["id"] == id).unwrap();
+        let error = &answer["error"];
+        assert_eq!(error["code"], -32002, "{uri}: {answer}");
+        assert!(error["message"].as_str().unwrap().to_lowercase().contains(reason), "{uri}: {answer}");
+    }
     stdio.finish();
 }
 

@@ -889,8 +889,9 @@ async fn a_session_that_never_reads_delays_no_one() {
     );
     let mut laggard = Client::new(&server.url);
     laggard.initialize("2025-11-25", json!({})).await;
-    // Its stream is open and never read.
-    let _never_read = RawEvents::open(&laggard, None).await;
+    // Its stream is open and never read past its priming event.
+    let mut never_read = RawEvents::open(&laggard, None).await;
+    let primed = never_read.next(std::time::Duration::from_secs(5)).await.and_then(|e| e.id).expect("a priming id");
     let mut other = Client::new(&server.url);
     other.initialize("2025-06-18", json!({})).await;
     let textkit = crate::support::plugins().join("textkit.wasm");
@@ -911,7 +912,8 @@ async fn a_session_that_never_reads_delays_no_one() {
     // The laggard is still served, and its stream kept only the newest events.
     let tools = laggard.request(100, "tools/list", json!({})).await;
     assert!(tools["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{tools}");
-    let mut late = RawEvents::open(&laggard, Some("0")).await;
+    // Resumed from where its stream started: every event kept.
+    let mut late = RawEvents::open(&laggard, Some(&primed)).await;
     let mut kept = 0;
     while let Some(event) = late.next(std::time::Duration::from_millis(800)).await {
         kept += usize::from(event.data.contains("list_changed"));

@@ -177,11 +177,13 @@ fn file_uri(path: &Path) -> String {
     uri
 }
 
-/// Read a file as the resource `file:///{+path}`.
+/// Read a file as the resource `file:///{+path}`. A URI naming anything but a UTF-8 text file
+/// of at most 1 MiB that this call may read (a directory, a larger or binary file, one outside
+/// the directories) names no resource this template serves: not found, with the reason, rather
+/// than a failure of the server's.
 fn read_resource(vars: UriVariables, cx: &Context) -> Result<String, Error> {
     let path = format!("/{}", vars.get("path").unwrap_or_default());
-    read_file(PathArgs { path: path.clone() }, cx)
-        .map_err(|message| if Path::new(&path).exists() { Error::Failed(message) } else { Error::NotFound(message) })
+    read_file(PathArgs { path }, cx).map_err(Error::NotFound)
 }
 
 #[derive(Deserialize, JsonSchema)]
