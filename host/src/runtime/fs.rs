@@ -167,7 +167,9 @@ pub(crate) fn refuse_special_files(linker: &mut Linker<CallState>) -> wasmtime::
 
 /// Whether `path` beneath `dir` names something that is neither a regular file, a directory
 /// nor a symlink. Looked up without opening it (`O_PATH`), never leaving `dir`; whatever
-/// cannot be looked up is left to the open to refuse.
+/// cannot be looked up is left to the open to refuse. A FIFO put in a file's place between
+/// this lookup and the open would still block it, but only someone on the host can make one
+/// (WASI has no call that does).
 fn is_special(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
     use rustix::fs::{FileType, ResolveFlags};
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
