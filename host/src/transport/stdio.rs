@@ -12,9 +12,9 @@
 //! Requests in flight are capped, and so are the bytes of answers waiting for the writer: a
 //! request holds its place until its answer is queued, and past the cap the reader waits
 //! before it takes another, so a client that writes requests and never reads their answers
-//! stops being read rather than filling memory with answers. A request that waits on the client (roots, elicitation,
-//! sampling) gives its place up while it waits, for the client's answer is further down the
-//! input and the reader has to get to it. A batch holds one place for all its elements and
+//! stops being read rather than filling memory with answers. A request that waits on the
+//! client (roots, elicitation, sampling) gives its place up while it waits, for the client's
+//! answer is further down the input and the reader has to get to it. A batch holds one place for all its elements and
 //! gives it up while any of them waits.
 
 use std::pin::Pin;
