@@ -439,13 +439,7 @@ async fn deleting_a_session_cancels_its_running_calls() {
     client.initialize("2025-11-25", json!({})).await;
     let stalled = client.spawn_call(2, "stall", json!({}));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let ended = reqwest::Client::new()
-        .delete(&server.url)
-        .header("mcp-session-id", client.session.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ended.status(), 204);
+    assert_eq!(client.end_session().await, 204);
     let reply = tokio::time::timeout(std::time::Duration::from_secs(20), stalled)
         .await
         .expect("the call ends with its session")

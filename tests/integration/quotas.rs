@@ -134,14 +134,7 @@ async fn calls_per_minute_and_sessions_are_counted_per_tenant_and_follow_reloads
     assert!(second.body.contains("tenant acme has reached its quota of 1 live sessions"), "{}", second.body);
     let mut other = globex.clone();
     other.initialize("2025-11-25", json!({})).await;
-    let ended = reqwest::Client::new()
-        .delete(&first.url)
-        .header("mcp-session-id", first.session.as_deref().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ended.status(), 204);
+    assert_eq!(first.end_session().await, 204);
     assert_eq!(acme.try_initialize("2025-11-25", json!({})).await.status, 200);
 
     // A reload puts new quotas in force in place: the rate limit is gone.

@@ -322,6 +322,19 @@ impl Client {
         Reply { status, headers, messages, body }
     }
 
+    /// End the session with DELETE (its bearer token and revision sent as on every request);
+    /// the status.
+    pub async fn end_session(&self) -> u16 {
+        let session = self.session.as_deref().expect("a session to end");
+        let request =
+            self.http.delete(&self.url).header("mcp-session-id", session).header("mcp-protocol-version", &self.version);
+        let request = match &self.bearer {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        request.send().await.expect("send").status().as_u16()
+    }
+
     /// POST a message and read the SSE response message by message, as it arrives (a JSON
     /// answer, given when nothing had to come first, reads as a stream of one message).
     pub async fn stream(&self, message: &Value) -> SseStream {

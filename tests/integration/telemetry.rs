@@ -179,9 +179,7 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
 
     let open = r#"capsule_sessions_open{tenant="default"}"#;
     assert_eq!(value(&scrape(&metrics, None).await.2, open), 1.0);
-    let id = session.session.clone().expect("a session");
-    let ended = reqwest::Client::new().delete(&server.url).header("mcp-session-id", id).send().await.unwrap();
-    assert_eq!(ended.status().as_u16(), 204);
+    assert_eq!(session.end_session().await, 204);
 
     let (_, _, text) = scrape(&metrics, None).await;
     assert_eq!(value(&text, open), 0.0, "{text}");

@@ -1206,13 +1206,7 @@ async fn connections_and_sessions_per_address_are_capped() {
     assert_eq!(third.status, 503, "{}", third.body);
     assert!(third.body.contains("address"), "{}", third.body);
     // Ending one makes room.
-    let deleted = reqwest::Client::new()
-        .delete(&server.url)
-        .header("mcp-session-id", first.session.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(first.end_session().await, 204);
     let mut again = Client::new(&server.url);
     again.initialize("2025-06-18", json!({})).await;
     drop((first, second, again));
