@@ -535,6 +535,7 @@ fn prepare(args: &ServeArgs) -> Result<(PluginRuntime, TenantsConfig, Configurat
         bundled: args.plugin_dirs.is_empty() && args.plugin_files.is_empty(),
         dirs: args.plugin_dirs.clone(),
         files: args.plugin_files.clone(),
+        loaded: Vec::new(),
     };
     let config =
         TenantsConfig { policy: args.config.clone(), dir: args.tenants.clone(), flags, sources, watch: !args.no_watch };

@@ -25,17 +25,24 @@ use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 use crate::telemetry::Load;
 
-/// What to serve: the bundled examples, plugin directories, and single plugin files.
+/// What to serve: the bundled examples, plugin directories, single plugin files, and the
+/// files the operator loaded through the admin endpoint.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     pub bundled: bool,
     pub dirs: Vec<PathBuf>,
     pub files: Vec<PathBuf>,
+    /// Loaded by the operator (absolute); each replaces any other plugin of its name, and it
+    /// is kept when the tenant's configured sources change.
+    pub loaded: Vec<PathBuf>,
 }
 
 impl Sources {
-    /// Every plugin file, in a stable order (each directory sorted, then the files).
+    /// Every plugin file, in a stable order (each directory sorted, then the files, then the
+    /// loaded ones), each file once however many sources name it, and none whose name a
+    /// loaded file takes.
     fn files(&self) -> Vec<PathBuf> {
+        let replaced: BTreeSet<String> = self.loaded.iter().map(|p| plugin_name(p)).collect();
         let mut all = Vec::new();
         for dir in &self.dirs {
             match std::fs::read_dir(dir) {
@@ -51,13 +58,23 @@ impl Sources {
             }
         }
         all.extend(self.files.iter().cloned());
+        all.retain(|p| !replaced.contains(&plugin_name(p)));
+        all.extend(self.loaded.iter().cloned());
+        // `dir` and `dir/calc.wasm` both given, or `./p` and `p`: one file, one plugin.
+        let mut seen = std::collections::HashSet::new();
+        all.retain(|p| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())));
         all
+    }
+
+    /// Whether a bundled plugin is served: not when a loaded file takes its name.
+    fn bundles(&self, name: &str) -> bool {
+        self.bundled && !self.loaded.iter().any(|p| plugin_name(p) == name)
     }
 
     /// The directories to watch for changes (unsorted, possibly repeated).
     fn watched(&self) -> Vec<PathBuf> {
         let mut watched: Vec<PathBuf> = self.dirs.clone();
-        watched.extend(self.files.iter().filter_map(|f| f.parent().map(Path::to_path_buf)));
+        watched.extend(self.files.iter().chain(&self.loaded).filter_map(|f| f.parent().map(Path::to_path_buf)));
         watched
     }
 }
@@ -141,8 +158,6 @@ pub enum ControlError {
 
 struct State {
     sources: Sources,
-    /// Files the operator loaded; kept when the tenant's sources are reconfigured.
-    added: Vec<PathBuf>,
     policy: Policy,
     policy_error: Option<String>,
     /// Names the operator unloaded; skipped until loaded again.
@@ -178,14 +193,7 @@ impl Loader {
     ) -> Arc<Loader> {
         let account = Account::new(tenant, policy.quotas());
         let dirs = sources.watched();
-        let state = State {
-            sources,
-            added: Vec::new(),
-            policy,
-            policy_error: None,
-            unloaded: BTreeSet::new(),
-            plugins: Vec::new(),
-        };
+        let state = State { sources, policy, policy_error: None, unloaded: BTreeSet::new(), plugins: Vec::new() };
         let publisher = Publisher::loading();
         let loader = Arc::new(Loader {
             runtime,
@@ -320,7 +328,7 @@ impl Loader {
             }
         }
         let mut sources = sources;
-        sources.files.extend(state.added.iter().filter(|f| !sources.files.contains(f)).cloned().collect::<Vec<_>>());
+        sources.loaded = std::mem::take(&mut state.sources.loaded);
         if state.sources.watched() != sources.watched() {
             self.rewatch.notify_one();
         }
@@ -338,11 +346,10 @@ impl Loader {
         let name = plugin_name(&path);
         let mut state = self.state.lock().await;
         state.unloaded.remove(&name);
-        if !state.sources.files.contains(&path) {
-            state.sources.files.push(path.clone());
-            state.added.push(path.clone());
-            self.rewatch.notify_one();
-        }
+        // The newest file loaded under a name is the one served.
+        state.sources.loaded.retain(|f| plugin_name(f) != name);
+        state.sources.loaded.push(path.clone());
+        self.rewatch.notify_one();
         self.reload_locked(&mut state).await;
         let source = path.display().to_string();
         match state.plugins.iter().find(|p| p.source == source) {
@@ -360,7 +367,7 @@ impl Loader {
             return Err(ControlError::UnknownPlugin(name.into()));
         }
         state.sources.files.retain(|f| plugin_name(f) != name);
-        state.added.retain(|f| plugin_name(f) != name);
+        state.sources.loaded.retain(|f| plugin_name(f) != name);
         state.unloaded.insert(name.to_owned());
         self.reload_locked(&mut state).await;
         Ok(self.status_of(&state))
@@ -554,16 +561,14 @@ pub fn read_sidecar(wasm: &Path) -> Result<Option<String>, String> {
 
 /// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
 fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> {
-    let mut all: Vec<Candidate> = Vec::new();
-    if sources.bundled {
-        all.extend(crate::bundled::BUNDLED.iter().filter(|(name, _)| !unloaded.contains(*name)).map(
-            |&(name, bytes)| Candidate {
-                name: name.to_owned(),
-                source: "bundled".into(),
-                bytes: hashed(Arc::from(bytes), None),
-            },
-        ));
-    }
+    let bundled = crate::bundled::BUNDLED.iter().filter(|(name, _)| !unloaded.contains(*name) && sources.bundles(name));
+    let mut all: Vec<Candidate> = bundled
+        .map(|&(name, bytes)| Candidate {
+            name: name.to_owned(),
+            source: "bundled".into(),
+            bytes: hashed(Arc::from(bytes), None),
+        })
+        .collect();
     for path in sources.files() {
         let name = plugin_name(&path);
         if unloaded.contains(&name) {

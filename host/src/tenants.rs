@@ -475,7 +475,7 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
                 id: t.id,
                 hosts: t.hosts,
                 admin_token: t.admin_token,
-                sources: Sources { bundled: false, dirs, files },
+                sources: Sources { dirs, files, ..Sources::default() },
                 policy: Some(t.policy),
             }
         })

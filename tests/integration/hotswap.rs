@@ -178,6 +178,27 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     client.initialize("2025-11-25", json!({})).await;
     let hash = client.request(1, "tools/call", json!({"name": "hash", "arguments": {"text": "x"}})).await;
     assert_eq!(hash["result"]["isError"], false, "{hash}");
+    // Loading a file already served, or another file of a served plugin's name, replaces it:
+    // one plugin of that name, served from the file loaded last.
+    let named = async |name: &str| {
+        let (_, status) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+        status["plugins"].as_array().unwrap().iter().filter(|p| p["name"] == name).cloned().collect::<Vec<_>>()
+    };
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": dir.join("calc.wasm")}))).await;
+    assert_eq!(status, 200, "{body}");
+    let calcs = named("calc").await;
+    assert!(calcs.len() == 1 && calcs[0]["last_error"].is_null(), "{calcs:?}");
+    let elsewhere = scratch_dir("admin-elsewhere");
+    std::fs::copy(plugins().join("calc.wasm"), elsewhere.join("calc.wasm")).unwrap();
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": elsewhere.join("calc.wasm")}))).await;
+    assert_eq!(status, 200, "{body}");
+    let calcs = named("calc").await;
+    let source = std::fs::canonicalize(elsewhere.join("calc.wasm")).unwrap();
+    assert!(calcs.len() == 1 && calcs[0]["source"] == source.to_str().unwrap(), "{calcs:?}");
+    let add = client.request(4, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+    assert_eq!(add["result"]["isError"], false, "{add}");
     std::fs::write(dir.join("broken.wasm"), b"not wasm").unwrap();
     let (status, body) =
         admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": dir.join("broken.wasm")}))).await;
@@ -201,6 +222,7 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     let tools = client.request(3, "tools/list", json!({})).await;
     assert!(!tools.to_string().contains("reload"), "{tools}");
     let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(elsewhere);
 }
 
 /// The policy file is watched too: a change re-sandboxes plugins without recompiling them,

@@ -1085,6 +1085,7 @@ async fn slow_headers_and_slow_bodies_are_cut_off() {
     stalled.write_all(head.as_bytes()).await.unwrap();
     let answer = read_until_closed(&mut stalled, std::time::Duration::from_secs(5)).await.unwrap_or_default();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("\r\nconnection: close\r\n"), "{answer}");
     // An idle keep-alive connection is closed too; a well-behaved client is still served.
     let mut idle = raw_connection(&server).await;
     assert!(read_until_closed(&mut idle, std::time::Duration::from_secs(5)).await.is_some());

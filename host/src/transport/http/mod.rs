@@ -469,7 +469,12 @@ async fn serve_body(
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
             return exchange::json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
         }
-        Err(_) => return text(408, "Request Timeout: the body did not arrive in time"),
+        Err(_) => {
+            // The rest of the body may still come: the connection cannot carry another request.
+            let mut response = text(408, "Request Timeout: the body did not arrive in time");
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
     };
     match modern.or(unknown) {
         Some(declared) => {
