@@ -373,6 +373,11 @@ async fn stateless_requests_are_answered_with_json() {
     assert!(reply.headers.get("mcp-session-id").is_none(), "a 2026-07-28 request has no session");
     let result = &reply.response(1)["result"];
     assert_eq!((first_text(result), result["resultType"].clone()), ("42".into(), json!("complete")));
+    // Every 2026-07-28 result names the server in its `_meta` (a SHOULD of the revision).
+    let listed = client.modern(5, "tools/list", json!({}), json!({})).await;
+    for result in [result, &listed.response(5)["result"]] {
+        assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "capsule", "{result}");
+    }
     // Removed and unknown methods: 404 with -32601, echoing the id.
     for (id, method) in [(2, "initialize"), (3, "ping"), (4, "no/such/method")] {
         let reply = client.modern(id, method, json!({}), json!({})).await;
@@ -708,6 +713,30 @@ async fn a_client_answer_with_a_null_result_or_error_reaches_its_request() {
         // The plugin is told its answer was unusable.
         assert!(first_text(&result["result"]).starts_with("Unexpected answer: Invalid("), "{result}");
     }
+}
+
+/// A call cancelled while its plugin waits for the client's answer to a server-to-client
+/// request cancels that request with the client too (the spec's timeouts: "the sender SHOULD
+/// issue a cancellation notification for that request and stop waiting").
+#[tokio::test]
+async fn a_call_cancelled_while_it_waits_for_the_client_cancels_its_request_to_the_client() {
+    let quiet = std::time::Duration::from_secs(5);
+    let (_server, client) = eliciting_session().await;
+    let call = json!({"jsonrpc": "2.0", "id": 31, "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}});
+    let mut post = RawEvents::post(&client, &call).await;
+    post.next(quiet).await.expect("a priming event");
+    let asked: Value = serde_json::from_str(&post.next(quiet).await.expect("the elicitation request").data).unwrap();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}});
+    assert_eq!(client.post(&cancel).await.status, 202);
+    let note: Value = serde_json::from_str(&post.next(quiet).await.expect("a cancellation").data).unwrap();
+    assert_eq!(note["method"], "notifications/cancelled", "{note}");
+    assert_eq!(note["params"]["requestId"], asked["id"], "{note}");
+    // Answered late, the request is simply forgotten; the session goes on.
+    let late = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}});
+    assert_eq!(client.post(&late).await.status, 202);
+    assert!(client.request(32, "ping", json!({})).await.get("result").is_some());
 }
 
 /// A session with misfit, subscribed to the URI its `announce` tool announces.

@@ -116,6 +116,7 @@ fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result
         Ok(Reply::Model(mut result)) => {
             if modern {
                 result.fill_missing_cache_hints();
+                lists::sign(&mut result);
             } else if matches!(result, ServerResult::InputRequiredResult(_)) {
                 return Err(ErrorData::internal_error("input_required results exist only in 2026-07-28", None));
             } else {

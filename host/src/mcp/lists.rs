@@ -10,8 +10,8 @@ use rmcp::model::{
     CacheScope, DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     PromptListChangedNotification, ProtocolVersion, ResourceListChangedNotification, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
-    ToolListChangedNotification,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, ServerResult,
+    SubscriptionFilter, ToolListChangedNotification,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -68,6 +68,35 @@ pub fn initialize_result(params: &InitializeRequestParams) -> InitializeResult {
     let mut info = server_config();
     info.protocol_version = negotiate(&params.protocol_version);
     info
+}
+
+/// The key under which a 2026-07-28 result names the server (SEP-2575's SHOULD).
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The server's `Implementation` as the value of [`SERVER_INFO_KEY`], built once for every
+/// 2026-07-28 result to carry.
+pub fn server_info() -> &'static serde_json::Value {
+    static INFO: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    // Its name and version only: `server/discover` and `initialize` describe it in full.
+    INFO.get_or_init(|| serde_json::json!({"name": "capsule", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// Name the server in a 2026-07-28 result's `_meta` (kept when the result set its own).
+pub fn sign(result: &mut ServerResult) {
+    let meta = match result {
+        ServerResult::CompleteResult(r) => &mut r.meta,
+        ServerResult::GetPromptResult(r) => &mut r.meta,
+        ServerResult::ListPromptsResult(r) => &mut r.meta,
+        ServerResult::ListResourcesResult(r) => &mut r.meta,
+        ServerResult::ListResourceTemplatesResult(r) => &mut r.meta,
+        ServerResult::ReadResourceResult(r) => &mut r.meta,
+        ServerResult::ListToolsResult(r) => &mut r.meta,
+        ServerResult::CallToolResult(r) => &mut r.meta,
+        ServerResult::InputRequiredResult(r) => &mut r.meta,
+        // discover and listen results name it themselves; no other reaches a 2026-07-28 client.
+        _ => return,
+    };
+    meta.get_or_insert_default().entry(SERVER_INFO_KEY).or_insert_with(|| server_info().clone());
 }
 
 /// `server/discover`'s answer.

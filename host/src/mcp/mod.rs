@@ -499,7 +499,12 @@ impl CapsuleServer {
                 }
                 Ok(responses)
             };
-            let responses = asked.instrument(span).await.map_err(Failure::Protocol)?;
+            // Cancelled while the client is asked: the asking stops (and cancels its request
+            // with the client) rather than waiting on for an answer no one will use.
+            let responses = tokio::select! {
+                responses = asked.instrument(span) => responses.map_err(Failure::Protocol)?,
+                () = cx.cancelled.cancelled() => return Err(Failure::Call(CallError::Cancelled)),
+            };
             context = wit::RequestContext { client, responses, state: ir.state };
         }
         Err(Failure::Call(CallError::Host(format!(

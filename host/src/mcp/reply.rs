@@ -101,6 +101,20 @@ impl Serialize for ToolReply {
             map.serialize_entry("structuredContent", structured)?;
         }
         map.serialize_entry("isError", &self.is_error)?;
+        if self.typed {
+            map.serialize_entry("_meta", &ServerInfo)?;
+        }
+        map.end()
+    }
+}
+
+/// A 2026-07-28 result's `_meta`: the server's name.
+struct ServerInfo;
+
+impl Serialize for ServerInfo {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(super::lists::SERVER_INFO_KEY, super::lists::server_info())?;
         map.end()
     }
 }
@@ -251,8 +265,11 @@ mod tests {
                 let blocks = content.iter().map(|c| convert::content(c, known)).collect();
                 let mut model = if is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
                 model.structured_content = Some(serde_json::from_str(structured).unwrap());
-                if !typed {
-                    model.result_type = None;
+                let mut model = ServerResult::CallToolResult(model);
+                if typed {
+                    crate::mcp::lists::sign(&mut model);
+                } else {
+                    model.strip_result_type_for_legacy_peer();
                 }
                 serde_json::to_value(model).unwrap()
             };
@@ -286,7 +303,8 @@ mod tests {
         reply.typed = true;
         assert_eq!(
             serde_json::to_value(&reply).unwrap(),
-            json!({"resultType": "complete", "content": [{"type": "text", "text": "it broke"}], "isError": true})
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "it broke"}], "isError": true,
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "capsule", "version": env!("CARGO_PKG_VERSION")}}})
         );
     }
 }

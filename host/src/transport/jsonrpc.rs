@@ -238,8 +238,21 @@ pub fn response(id: &RequestId, result: &impl Serialize) -> Vec<u8> {
     out
 }
 
+/// The longest error message sent, in bytes. Messages quote what the client sent (a cursor,
+/// a level, a schema violation's value); the spec wants them a concise sentence, and an answer
+/// should not be as large as the request that provoked it.
+const MAX_MESSAGE_BYTES: usize = 2048;
+
 /// A JSON-RPC error response (`id` is `null` when the request's could not be read).
 pub fn error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
+    let shortened;
+    let error = if error.message.len() > MAX_MESSAGE_BYTES {
+        let end = error.message.floor_char_boundary(MAX_MESSAGE_BYTES);
+        shortened = ErrorData { message: format!("{}…", &error.message[..end]).into(), ..error.clone() };
+        &shortened
+    } else {
+        error
+    };
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     match id {
@@ -406,6 +419,11 @@ mod tests {
         assert_eq!(ok, json!({"jsonrpc": "2.0", "id": "x\"y", "result": {"a": 1}}));
         let failed: Value = serde_json::from_slice(&error(None, &ErrorData::parse_error("bad", None))).unwrap();
         assert_eq!(failed, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad"}}));
+        // A message quoting a huge value is cut, at a character.
+        let long = ErrorData::invalid_params(format!("invalid cursor \"{}\"", "é".repeat(100_000)), None);
+        let failed: Value = serde_json::from_slice(&error(None, &long)).unwrap();
+        let message = failed["error"]["message"].as_str().unwrap();
+        assert!(message.len() <= MAX_MESSAGE_BYTES + 3 && message.ends_with("é…"), "{} bytes", message.len());
         let note: Value = serde_json::from_slice(&outgoing(None, &json!({"method": "m"})).unwrap()).unwrap();
         assert_eq!(note, json!({"jsonrpc": "2.0", "method": "m"}));
         let ask: Value = serde_json::from_slice(

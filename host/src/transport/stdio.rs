@@ -462,6 +462,13 @@ impl Outbox for Queue {
         let Ok(room) = self.room.clone().acquire_many_owned(bytes).await else { return false };
         self.tx.send(Queued { message, room }).await.is_ok()
     }
+
+    fn offer(&self, message: Vec<u8>) {
+        let bytes = message.len().clamp(1, OUTPUT_BYTES) as u32;
+        if let Ok(room) = self.room.clone().try_acquire_many_owned(bytes) {
+            let _ = self.tx.try_send(Queued { message, room });
+        }
+    }
 }
 
 /// The way back to the stdio client: the writer's queue, and the requests sent to the client

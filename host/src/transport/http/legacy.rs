@@ -107,7 +107,9 @@ pub async fn post(
                 && declares_version(*params)
             {
                 let error = ErrorData::header_mismatch(
-                    "request _meta protocolVersion requires MCP-Protocol-Version header",
+                    "the request's _meta names a protocol version, as only 2026-07-28 requests do: send it \
+                     with MCP-Protocol-Version: 2026-07-28 (an earlier revision needs a session: send initialize \
+                     first)",
                     None,
                 );
                 let id = match &message {
