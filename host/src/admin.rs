@@ -105,6 +105,7 @@ pub async fn serve(
     addr: SocketAddr,
     token: Token,
     scrape: Scrape,
+    body_timeout: std::time::Duration,
     stop: CancellationToken,
 ) -> Result<()> {
     if !addr.ip().is_loopback() {
@@ -125,6 +126,7 @@ pub async fn serve(
         .route("/admin/t/{tenant}/reload", post(reload))
         .route("/metrics", get(move |Extension(access): Extension<Access>| async move { metrics(&access, &scrape) }))
         .layer(axum::middleware::from_fn_with_state((token, tenants.clone(), Arc::new(Allowed::new(&[], &[]))), guard))
+        .layer(Extension(BodyTimeout(body_timeout)))
         .with_state(tenants);
     tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
@@ -176,16 +178,18 @@ fn problem(status: StatusCode, message: impl Into<String>) -> Response {
 fn refused(error: ControlError) -> Response {
     let status = match error {
         ControlError::UnknownPlugin(_) => StatusCode::NOT_FOUND,
+        ControlError::Outside { .. } => StatusCode::FORBIDDEN,
         ControlError::Failed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::NotWasm(_) | ControlError::Path { .. } => StatusCode::BAD_REQUEST,
+        ControlError::NotWasm(_) | ControlError::Name(_) | ControlError::Path { .. } => StatusCode::BAD_REQUEST,
     };
     problem(status, error.to_string())
 }
 
 /// The tenant a request is about: the one its path names, or the server's only one; a
 /// tenant's own token reaches its tenant by name alone. A request refused here never reaches
-/// its handler.
-struct Scoped(Arc<Tenant>);
+/// its handler. The flag says whether by the tenant's own token (which loads plugins from its
+/// tenant's directories only) rather than the server's.
+struct Scoped(Arc<Tenant>, bool);
 
 /// The token a request was let in with ([`guard`] puts it there, or refuses the request).
 fn access(parts: &Parts) -> Option<&Access> {
@@ -206,7 +210,9 @@ impl FromRequestParts<Arc<Tenants>> for Scoped {
         let UrlPath(params) = UrlPath::<HashMap<String, String>>::from_request_parts(parts, tenants)
             .await
             .map_err(IntoResponse::into_response)?;
-        let tenant = match (params.get("tenant"), access(parts).ok_or_else(no_token)?) {
+        let access = access(parts).ok_or_else(no_token)?;
+        let own = matches!(access, Access::Tenant(_));
+        let tenant = match (params.get("tenant"), access) {
             (Some(id), Access::Tenant(own)) if **own != **id => Err(tenant_only(own)),
             (Some(id), _) => tenants.get(id).map_err(|e| problem(StatusCode::NOT_FOUND, e.to_string())),
             (None, Access::Tenant(own)) => Err(tenant_only(own)),
@@ -214,7 +220,7 @@ impl FromRequestParts<Arc<Tenants>> for Scoped {
                 problem(StatusCode::CONFLICT, "this server has several tenants: use /admin/t/{tenant}/…")
             }),
         };
-        tenant.map(Scoped)
+        tenant.map(|tenant| Scoped(tenant, own))
     }
 }
 
@@ -241,11 +247,11 @@ async fn tenants_reload(_: ServerWide, State(tenants): State<Arc<Tenants>>) -> R
     Json(json!({"error": tenants.error().await, "tenants": statuses})).into_response()
 }
 
-async fn list(Scoped(tenant): Scoped) -> Response {
+async fn list(Scoped(tenant, _): Scoped) -> Response {
     Json(tenant.loader.status().await).into_response()
 }
 
-async fn reload(State(tenants): State<Arc<Tenants>>, Scoped(tenant): Scoped) -> Response {
+async fn reload(State(tenants): State<Arc<Tenants>>, Scoped(tenant, _): Scoped) -> Response {
     match tenants.reload_one(&tenant.id).await {
         Ok(status) => Json(status).into_response(),
         Err(e) => problem(StatusCode::NOT_FOUND, e.to_string()),
@@ -258,18 +264,39 @@ struct LoadRequest {
     path: PathBuf,
 }
 
-async fn load(Scoped(tenant): Scoped, body: axum::body::Bytes) -> Response {
+/// How large a load request's body may be: it names a path.
+const LOAD_BODY_BYTES: usize = 64 << 10;
+
+/// How long a request's body may take to arrive (`--body-timeout`, as on the MCP endpoint): a
+/// token holder's slow or endless body is not held open for good.
+#[derive(Clone, Copy)]
+struct BodyTimeout(std::time::Duration);
+
+async fn load(
+    Scoped(tenant, own): Scoped,
+    Extension(BodyTimeout(timeout)): Extension<BodyTimeout>,
+    body: axum::body::Body,
+) -> Response {
+    let body = match tokio::time::timeout(timeout, axum::body::to_bytes(body, LOAD_BODY_BYTES)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return problem(StatusCode::BAD_REQUEST, format!("the request body could not be read: {e}")),
+        Err(_) => {
+            let mut response = problem(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time");
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return response;
+        }
+    };
     let request: LoadRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return problem(StatusCode::BAD_REQUEST, format!("expected {{\"path\": \"/abs/file.wasm\"}}: {e}")),
     };
-    match tenant.loader.load(&request.path).await {
+    match tenant.loader.load(&request.path, own).await {
         Ok(status) => Json(status).into_response(),
         Err(e) => refused(e),
     }
 }
 
-async fn unload(Scoped(tenant): Scoped, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
+async fn unload(Scoped(tenant, _): Scoped, UrlPath(params): UrlPath<HashMap<String, String>>) -> Response {
     let name = params.get("name").map_or("", String::as_str);
     match tenant.loader.unload(name).await {
         Ok(status) => Json(status).into_response(),

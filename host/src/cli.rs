@@ -638,7 +638,8 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
     if let Some(addr) = args.admin.admin_listen {
         let token_file = args.admin.admin_token_file.as_deref().context("--admin needs --admin-token-file")?;
         let token = crate::admin::token(token_file)?;
-        crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), shutdown.clone()).await?;
+        let body_timeout = Duration::from_secs(args.http.body_timeout);
+        crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), body_timeout, shutdown.clone()).await?;
     }
     if let Some(addr) = args.admin.metrics_listen {
         // The MCP endpoint's host names and origins, without the tenants' own names.

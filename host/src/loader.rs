@@ -82,6 +82,36 @@ impl Sources {
 /// The tenant of a server configured without tenants.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// Refuse `path` unless it is in one of `dirs`: first as written (absolute, no `..`), so
+/// that nothing outside is even looked at and whether it exists is not told; then as the
+/// file system resolves it, so that a symbolic link does not lead out.
+fn confine(path: &Path, dirs: &[PathBuf]) -> Result<(), ControlError> {
+    let plain = path.is_absolute() && path.components().all(|c| c != std::path::Component::ParentDir);
+    let within = plain
+        && dirs.iter().any(|dir| {
+            path.starts_with(dir) || std::fs::canonicalize(dir).is_ok_and(|canonical| path.starts_with(canonical))
+        });
+    if within { Ok(()) } else { Err(ControlError::Outside { path: path.into(), dirs: dirs.to_vec() }) }
+}
+
+/// A plugin's name is its file's stem, and it names the plugin in scopes (`plugins.<name>`),
+/// metrics, logs and terminals: 1 to 64 ASCII letters, digits, `-` and `_`, starting with a
+/// letter or digit. So no name runs into another at a dot (`calc.evil` would be covered by
+/// the scope `plugins.calc`), and none carries spaces, quotes or control characters.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let valid = name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if valid {
+        return Ok(());
+    }
+    Err(format!(
+        "{:?} is not a plugin name: a plugin file's name (before .wasm) is 1 to 64 ASCII letters, digits, '-' \
+         and '_', starting with a letter or digit",
+        name.chars().take(80).collect::<String>()
+    ))
+}
+
 fn plugin_name(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }
@@ -148,6 +178,10 @@ pub struct Status {
 pub enum ControlError {
     #[error("{0} is not a .wasm file")]
     NotWasm(PathBuf),
+    #[error("{0}")]
+    Name(String),
+    #[error("{} is not in this tenant's plugin directories ({}): its own token loads only from them", path.display(), dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))]
+    Outside { path: PathBuf, dirs: Vec<PathBuf> },
     #[error("cannot use {path}: {source}")]
     Path { path: PathBuf, source: std::io::Error },
     #[error("no plugin named {0} is loaded")]
@@ -338,13 +372,21 @@ impl Loader {
     }
 
     /// Serve the plugin in `path` from now on (replacing one of the same name).
-    pub async fn load(&self, path: &Path) -> Result<Status, ControlError> {
+    /// `confined` (a tenant's own token asks) to the tenant's plugin directories.
+    pub async fn load(&self, path: &Path, confined: bool) -> Result<Status, ControlError> {
         if path.extension().is_none_or(|e| e != "wasm") {
             return Err(ControlError::NotWasm(path.into()));
         }
-        let path = std::fs::canonicalize(path).map_err(|source| ControlError::Path { path: path.into(), source })?;
-        let name = plugin_name(&path);
         let mut state = self.state.lock().await;
+        if confined {
+            confine(path, &state.sources.dirs)?;
+        }
+        let path = std::fs::canonicalize(path).map_err(|source| ControlError::Path { path: path.into(), source })?;
+        if confined {
+            confine(&path, &state.sources.dirs)?;
+        }
+        let name = plugin_name(&path);
+        check_name(&name).map_err(ControlError::Name)?;
         state.unloaded.remove(&name);
         // The newest file loaded under a name is the one served.
         state.sources.loaded.retain(|f| plugin_name(f) != name);
@@ -512,6 +554,7 @@ async fn load_one(
     (bytes, sha256, needs): Contents,
     earlier: Option<&Arc<Plugin>>,
 ) -> Result<(Arc<Plugin>, Vec<String>), String> {
+    check_name(name)?;
     let grants = policy.grants(name);
     // The same bytes with another sidecar declaration are loaded again, to carry it.
     let plugin = match earlier.filter(|p| p.digest() == sha256 && p.needs() == needs.as_ref()) {
@@ -745,6 +788,16 @@ mod tests {
     use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
 
     use super::*;
+
+    #[test]
+    fn plugin_names_are_plain_words() {
+        for good in ["calc", "prompts-only", "demo_rust", "Calc2", "0x", &"a".repeat(64)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "calc.evil", "q\" error=\"x y", "tk\u{1b}]0;x\u{7}", "-x", "_x", "café", &"a".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn renames_and_removals_are_whole_writes_are_not() {

@@ -169,6 +169,9 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let http = reqwest::Client::new();
     let read = http.get(&discovery).header("origin", page).send().await.unwrap();
     assert_eq!(read.headers().get("access-control-allow-origin").unwrap(), "*");
+    // Any page may read it, but only under a Host the server answers to (DNS rebinding).
+    let rebound = http.get(&discovery).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(rebound.status(), 403);
     let asked = http.request(reqwest::Method::OPTIONS, &acme_url).header("origin", page);
     let asked =
         asked.header("access-control-request-method", "POST").header("access-control-request-headers", "authorization");

@@ -206,6 +206,12 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
     assert!(body["error"].as_str().unwrap().contains("not a valid WebAssembly component"), "{body}");
     let (status, _) = admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": "/etc/passwd"}))).await;
     assert_eq!(status, 400);
+    // A name that is not a plain word (here one a `plugins.calc` scope would cover) is refused.
+    std::fs::copy(plugins().join("textkit.wasm"), dir.join("calc.evil.wasm")).unwrap();
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": dir.join("calc.evil.wasm")}))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("is not a plugin name"), "{body}");
 
     // Unload: its tools go; unknown names are 404.
     let (status, body) = admin.call(reqwest::Method::DELETE, "/plugins/calc", None).await;

@@ -221,7 +221,7 @@ async fn a_tenants_admin_token_opens_that_tenant_alone() {
         .unwrap()
         .replace("[tenants.acme]\n", &format!("[tenants.acme]\nadmin_token_sha256 = \"{digest}\"\n"));
     std::fs::write(&policy, text).unwrap();
-    let (_server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap()]);
+    let (_server, admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap(), "--body-timeout", "1"]);
     let get = reqwest::Method::GET;
     let as_acme = |path: &'static str, method: reqwest::Method| {
         let admin = &admin;
@@ -240,6 +240,41 @@ async fn a_tenants_admin_token_opens_that_tenant_alone() {
     }
     let (status, _) = admin.send(get.clone(), "/t/acme/plugins", None, Some("acme-operator-token-0123456788")).await;
     assert_eq!(status, 401);
+    // Its token loads plugins from its own directories alone: not another tenant's file, not
+    // through `..` or a symbolic link, and it does not learn whether a file outside exists.
+    let post = reqwest::Method::POST;
+    let load = async |path: std::path::PathBuf| {
+        admin.send(post.clone(), "/t/acme/plugins", Some(json!({"path": path})), Some(own_token)).await
+    };
+    let (status, body) = load(dir.join("acme").join("calc.wasm")).await;
+    assert_eq!(status, 200, "{body}");
+    std::os::unix::fs::symlink(dir.join("globex").join("textkit.wasm"), dir.join("acme").join("linked.wasm")).unwrap();
+    for outside in [
+        dir.join("globex").join("textkit.wasm"),
+        dir.join("acme").join("..").join("globex").join("textkit.wasm"),
+        dir.join("acme").join("linked.wasm"),
+        "/nonexistent/x.wasm".into(),
+    ] {
+        let (status, body) = load(outside.clone()).await;
+        assert_eq!(status, 403, "{}: {body}", outside.display());
+        assert!(body["error"].as_str().unwrap().contains("plugin directories"), "{body}");
+    }
+    // A body that never arrives is cut off (--body-timeout), token or not.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = admin.base.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+        let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+        let head = format!(
+            "POST /admin/t/acme/plugins HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {own_token}\r\n\
+             Content-Length: 1000\r\n\r\n{{"
+        );
+        stalled.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 1024];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), stalled.read(&mut answer)).await;
+        let read = read.expect("answered in time").unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    }
     // The server's token still opens everything.
     assert_eq!(admin.call(get.clone(), "/t/globex/plugins", None).await.0, 200);
     assert_eq!(admin.call(get, "/tenants", None).await.0, 200);

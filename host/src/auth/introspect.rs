@@ -114,6 +114,7 @@ impl Introspector {
             client_id: answer.client_id,
             scope: answer.scope,
             scp: None,
+            _nbf: None,
         };
         Ok((claims, Duration::from_secs(until - now)))
     }

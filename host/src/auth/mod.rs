@@ -66,11 +66,24 @@ struct Claims {
     sub: Option<String>,
     #[serde(default)]
     client_id: Option<String>,
+    /// Its value is checked by jsonwebtoken, which passes over one that is not a number;
+    /// read here so that such a token is refused (RFC 7519: a NumericDate is a number).
+    #[serde(default, rename = "nbf")]
+    _nbf: Option<NumericDate>,
     #[serde(default)]
     scope: Option<String>,
     /// Okta writes a list, Entra ID a space-separated string.
     #[serde(default)]
     scp: Option<Scp>,
+}
+
+/// A NumericDate claim: any JSON number.
+struct NumericDate;
+
+impl<'de> Deserialize<'de> for NumericDate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        f64::deserialize(deserializer).map(|_| NumericDate)
+    }
 }
 
 #[derive(Deserialize)]
@@ -90,6 +103,18 @@ fn peek_issuer(token: &str) -> Option<String> {
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
     serde_json::from_slice::<Issuer>(&bytes).ok().map(|i| i.iss)
+}
+
+/// Whether the token's header lists critical extensions (`crit`). Capsule understands none, so
+/// such a token is invalid (RFC 7515, section 4.1.11); jsonwebtoken does not look.
+fn has_critical_extensions(token: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Header {
+        crit: Option<serde::de::IgnoredAny>,
+    }
+    let Some(header) = token.split('.').next() else { return false };
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header) else { return false };
+    serde_json::from_slice::<Header>(&bytes).is_ok_and(|h| h.crit.is_some())
 }
 
 /// The item whose secret's SHA-256 is `digest`. Every candidate is compared in full, in
@@ -214,6 +239,9 @@ impl Authenticator {
         if !self.algorithms.contains(&header.alg) {
             return Err(format!("tokens signed with {:?} are not accepted", header.alg));
         }
+        if has_critical_extensions(token) {
+            return Err("the token's header lists critical extensions (crit), which are not understood here".into());
+        }
         if self.config.require_at_jwt
             && !header
                 .typ
@@ -292,15 +320,22 @@ impl Authenticator {
     }
 }
 
+/// The principal a token names: its issuer and subject, or, for a token that names no subject
+/// (introspection answers may not), its issuer and client, in an id no subject can take.
 fn principal(claims: Claims) -> Result<Principal, String> {
-    let subject = claims.sub.or_else(|| claims.client_id.clone()).ok_or("the token names no subject")?;
+    let (iss, sub, client) = (&claims.iss, claims.sub.filter(|s| !s.is_empty()), claims.client_id.as_deref());
+    let (id, subject) = match (sub, client.filter(|c| !c.is_empty())) {
+        (Some(sub), _) => (format!("{iss}#{}", serde_json::Value::from(&*sub)), sub),
+        (None, Some(client)) => (format!("{iss}#client_id={}", serde_json::Value::from(client)), client.to_owned()),
+        (None, None) => return Err("the token names no subject".into()),
+    };
     let scopes = match (claims.scope, claims.scp) {
         (Some(scope), _) => Granted::parse(&scope),
         (None, Some(Scp::List(list))) => Granted::of(&list),
         (None, Some(Scp::Text(text))) => Granted::parse(&text),
         (None, None) => Granted::default(),
     };
-    Ok(Principal { id: format!("{}#{subject}", claims.iss).into(), subject, client_id: claims.client_id, scopes })
+    Ok(Principal { id: id.into(), subject, client_id: claims.client_id, scopes })
 }
 
 /// The token of a request's one `Authorization` header, whose scheme is `Bearer` in any case
@@ -322,6 +357,7 @@ pub fn bearer(headers: &HeaderMap) -> Result<&str, AuthError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::scope::Kind;
     use crate::policy::ApiKey;
 
     fn authenticator() -> Authenticator {
@@ -343,6 +379,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
         headers
+    }
+
+    #[test]
+    fn a_header_listing_critical_extensions_is_told() {
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let token = |header: &str| format!("{}.{}.sig", b64(header), b64(r#"{"iss":"https://i"}"#));
+        assert!(has_critical_extensions(&token(r#"{"alg":"RS256","kid":"k","crit":["foo"],"foo":1}"#)));
+        assert!(has_critical_extensions(&token(r#"{"alg":"RS256","crit":[]}"#)));
+        assert!(!has_critical_extensions(&token(r#"{"alg":"RS256","kid":"k","typ":"at+jwt"}"#)));
     }
 
     #[tokio::test]
@@ -368,7 +413,15 @@ mod tests {
         let entra = claims(r#"{"iss": "https://e", "exp": 1, "sub": "a", "scp": "plugins.calc plugins.files"}"#);
         assert_eq!(okta.scopes, entra.scopes);
         let client = claims(r#"{"iss": "https://i", "exp": 1, "client_id": "svc", "scope": "plugins"}"#);
-        assert_eq!((&*client.id, client.scopes.covers("plugins.x.tools.y")), ("https://i#svc", true));
+        assert_eq!((&*client.id, client.scopes.allows("x", Kind::Tools, "y")), (r#"https://i#client_id="svc""#, true));
+        // A subject and a client of the same name are not one principal; an empty subject is none.
+        let user = claims(r#"{"iss": "https://i", "exp": 1, "sub": "svc", "client_id": "web"}"#);
+        assert_eq!(&*user.id, r#"https://i#"svc""#);
+        let empty = claims(r#"{"iss": "https://i", "exp": 1, "sub": "", "client_id": "svc"}"#);
+        assert_eq!(empty.id, client.id);
+        assert!(principal(serde_json::from_str(r#"{"iss": "https://i", "exp": 1, "sub": ""}"#).unwrap()).is_err());
+        assert!(serde_json::from_str::<Claims>(r#"{"iss": "https://i", "exp": 1, "sub": "a", "nbf": "9"}"#).is_err());
+        assert!(serde_json::from_str::<Claims>(r#"{"iss": "https://i", "exp": 1, "sub": "a", "nbf": 9.5}"#).is_ok());
     }
 
     #[test]

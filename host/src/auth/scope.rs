@@ -6,8 +6,10 @@
 //! - `plugins.<plugin>.tools.<tool>`, `plugins.<plugin>.prompts.<prompt>`: one item
 //!   (resources are granted per plugin, since URIs are not names).
 //!
-//! A granted scope covers every scope it is a prefix of at a dot, so `plugins.calc` covers
-//! `plugins.calc.tools.add` but `plugins.cal` covers nothing of `calc`.
+//! A granted scope covers what is below it in that hierarchy, so `plugins.calc` covers
+//! `plugins.calc.tools.add` but `plugins.cal` covers nothing of `calc`. Each level is matched
+//! whole: `plugins.calc` covers nothing of a plugin `calc.evil`, and `plugins.calc.tools.get`
+//! nothing of a tool `get.secret` (tool names may hold dots; plugin names may not).
 
 /// The scope that covers everything.
 pub const ROOT: &str = "plugins";
@@ -58,16 +60,9 @@ impl Granted {
         Granted(scopes.iter().map(|s| Box::from(s.as_ref())).collect())
     }
 
-    /// Whether these scopes cover `needed`.
-    pub fn covers(&self, needed: &str) -> bool {
-        self.0
-            .iter()
-            .any(|granted| needed.strip_prefix(&**granted).is_some_and(|rest| rest.is_empty() || rest.starts_with('.')))
-    }
-
     /// Whether these scopes cover `plugin`'s item.
     pub fn allows(&self, plugin: &str, kind: Kind, name: &str) -> bool {
-        self.covers(&of_item(plugin, kind, name))
+        self.0.iter().any(|granted| grants(granted, plugin, kind, name))
     }
 
     /// The scopes, as granted.
@@ -76,20 +71,40 @@ impl Granted {
     }
 }
 
+/// Whether `granted` is `plugins`, `plugins.<plugin>`, `plugins.<plugin>.<kind>` or the
+/// item's own scope, each part matched whole.
+fn grants(granted: &str, plugin: &str, kind: Kind, name: &str) -> bool {
+    let level = |rest: &str, part: &str| rest.strip_prefix('.')?.strip_prefix(part).map(str::to_owned);
+    let Some(rest) = granted.strip_prefix(ROOT) else { return false };
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(rest) = level(rest, plugin) else { return false };
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(rest) = level(&rest, kind.segment()) else { return false };
+    rest.is_empty() || (kind != Kind::Resources && rest.strip_prefix('.') == Some(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_scope_covers_what_it_is_a_prefix_of_at_a_dot() {
-        let add = of_item("calc", Kind::Tools, "add");
-        assert_eq!(add, "plugins.calc.tools.add");
+    fn a_scope_covers_what_is_below_it_each_level_matched_whole() {
+        assert_eq!(of_item("calc", Kind::Tools, "add"), "plugins.calc.tools.add");
         for granted in ["plugins", "plugins.calc", "plugins.calc.tools", "plugins.calc.tools.add", "x plugins.calc"] {
-            assert!(Granted::parse(granted).covers(&add), "{granted}");
+            assert!(Granted::parse(granted).allows("calc", Kind::Tools, "add"), "{granted}");
         }
         for granted in ["", "plugin", "plugins.cal", "plugins.calc.prompts", "plugins.calc.tools.ad", "calc"] {
-            assert!(!Granted::parse(granted).covers(&add), "{granted}");
+            assert!(!Granted::parse(granted).allows("calc", Kind::Tools, "add"), "{granted}");
         }
+        // A scope's prefix at a dot is not enough: another plugin's or tool's name may go on.
+        assert!(!Granted::parse("plugins.calc").allows("calc.evil", Kind::Tools, "hash"));
+        assert!(!Granted::parse("plugins.calc.tools.get").allows("calc", Kind::Tools, "get.secret"));
+        assert!(Granted::parse("plugins.calc.tools.get.secret").allows("calc", Kind::Tools, "get.secret"));
+        assert!(!Granted::parse("plugins.calc.resources.x").allows("calc", Kind::Resources, "x"));
         let docs = Granted::parse("plugins.files.resources plugins.calc.tools.add");
         assert!(docs.allows("files", Kind::Resources, "file:///a/b.txt"));
         assert!(!docs.allows("files", Kind::Tools, "read"));

@@ -176,12 +176,13 @@ impl View {
             "TENANT", "PLUGIN", "CALLS/S", "P50", "P99", "CALLS", "MEM-HW"
         );
         for row in &self.rows {
-            let failures: Vec<String> = row.failures.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+            let failures: Vec<String> =
+                row.failures.iter().map(|(kind, n)| format!("{} {n}", printable(kind))).collect();
             let _ = writeln!(
                 out,
                 "{:<12} {:<20} {:>9.1} {:>9} {:>9} {:>9} {:>9}  {}",
-                row.tenant,
-                row.plugin,
+                printable(&row.tenant),
+                printable(&row.plugin),
                 row.calls_per_second,
                 row.p50.map_or("-".into(), time),
                 row.p99.map_or("-".into(), time),
@@ -195,6 +196,18 @@ impl View {
         }
         out
     }
+}
+
+/// A label value as the terminal shows it: control characters escaped (`\u{1b}`), so that a
+/// metrics endpoint cannot move the cursor, clear the screen or retitle the window.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect::<String>()
+        .into()
 }
 
 /// The `q` quantile of a cumulative histogram, interpolated within its bucket as Prometheus's
@@ -356,5 +369,11 @@ mod tests {
         assert!((beyond - 0.1).abs() < 1e-9, "{beyond}");
         assert_eq!(quantile(0.5, &[(0.1, 0.0), (f64::INFINITY, 0.0)]), None);
         assert_eq!(quantile(0.5, &[]), None);
+    }
+
+    #[test]
+    fn label_values_reach_the_terminal_without_control_characters() {
+        assert!(matches!(printable("calc"), std::borrow::Cow::Borrowed("calc")));
+        assert_eq!(printable("tk\u{1b}]0;PWNED\u{7}\u{1b}[2J"), "tk\\u{1b}]0;PWNED\\u{7}\\u{1b}[2J");
     }
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{FrontDoor, by_host_name, text};
 use crate::auth::{AuthError, Authenticator, scope};
-use crate::tenants::Tenant;
+use crate::tenants::{Tenant, TenantSet};
 
 /// The scopes a tenant offers: one per plugin it serves, the least a client could ask for
 /// to use any one of them.
@@ -54,10 +54,27 @@ fn metadata(tenant: Option<&Arc<Tenant>>) -> Response {
 /// The metadata of the tenant `/mcp` serves for this Host.
 pub async fn metadata_by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     let set = door.tenants.current();
-    metadata(by_host_name(&set, &request))
+    match host_refused(&door, &set, &request) {
+        Some(refused) => refused,
+        None => metadata(by_host_name(&set, &request)),
+    }
 }
 
 /// The metadata of `/t/{tenant}/mcp`.
-pub async fn metadata_by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>) -> Response {
-    metadata(door.tenants.current().tenants.get(id.as_str()))
+pub async fn metadata_by_path(
+    State(door): State<Arc<FrontDoor>>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let set = door.tenants.current();
+    match host_refused(&door, &set, &request) {
+        Some(refused) => refused,
+        None => metadata(set.tenants.get(id.as_str())),
+    }
+}
+
+/// The Host check of the MCP paths (not Origin: any page may read the metadata).
+fn host_refused(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
+    let checked = door.allowed.check_host(request.uri(), request.headers(), |host| set.by_host(host).is_some());
+    checked.err().map(|(status, reason)| text(status, reason))
 }

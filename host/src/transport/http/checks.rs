@@ -68,9 +68,10 @@ impl Allowed {
         Allowed { hosts, origins }
     }
 
-    /// Check the host the request names (see [`host`]), then Origin: `Err` is the status and
-    /// the reason. Host names `also` accepts (a tenant's own) pass too.
-    pub fn check(
+    /// Check the host the request names (see [`host`]): `Err` is the status and the reason.
+    /// Host names `also` accepts (a tenant's own) pass too. Alone, for what any web page may
+    /// read (the protected-resource metadata), where an Origin decides nothing.
+    pub fn check_host(
         &self,
         uri: &Uri,
         headers: &HeaderMap,
@@ -83,6 +84,17 @@ impl Allowed {
                 None => (403, "Forbidden: Host header is not allowed"),
             });
         }
+        Ok(())
+    }
+
+    /// Check the host (see [`Allowed::check_host`]), then Origin.
+    pub fn check(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        also: impl Fn(&str) -> bool,
+    ) -> Result<(), (u16, &'static str)> {
+        self.check_host(uri, headers, also)?;
         // A user agent sends one Origin (RFC 6454, section 7.3): with more, which one a
         // browser meant cannot be told, so none is trusted.
         let origin =
