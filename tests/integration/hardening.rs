@@ -90,6 +90,19 @@ async fn a_nested_grant_cannot_be_swapped_for_a_symlink() {
     assert!(first_text(&listing).contains("inner.txt"), "the inner grant is the directory granted: {listing}");
     let read = call(3, "read_path", json!({"path": format!("{}/secret.txt", inner.display())})).await;
     assert!(!read.to_string().contains("MOUNT-SECRET"), "{read}");
+    // Nor does the next reading of the policy (a restart, a reload, `check`) resolve the
+    // grant through the link: a link Capsule's own user owns on the way is refused.
+    let hostile = plugins().join("testing/hostile.wasm");
+    let policy = tree.base.join("capsule.toml");
+    let checked =
+        Command::new(env!("CARGO_BIN_EXE_capsule")).args(["check", "--config"]).arg(&policy).arg(&hostile).output();
+    let checked = checked.unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        !checked.status.success() && said.contains("is a symbolic link owned by the user Capsule runs as"),
+        "{said}"
+    );
+    assert!(!said.contains("outside"), "{said}");
 }
 
 /// The same swap between nested client roots: a legacy session's roots are resolved once, so

@@ -123,9 +123,11 @@ async fn fetch_reaches_only_granted_hosts() {
     let other = Listener::start("never").await;
     let hop = Listener::redirect(&format!("http://127.0.0.1:{}/moved", allowed.port)).await;
     let escape = Listener::redirect(&format!("http://127.0.0.1:{}/", other.port)).await;
+    let looping = Listener::redirect("/again").await;
     let dir = scratch_dir("fetch");
     let policy = dir.join("capsule.toml");
-    let granted = [allowed.port, hop.port, escape.port].map(|port| format!("\"127.0.0.1:{port}\"")).join(", ");
+    let granted =
+        [allowed.port, hop.port, escape.port, looping.port].map(|port| format!("\"127.0.0.1:{port}\"")).join(", ");
     std::fs::write(&policy, format!("[plugins.fetch]\nnetwork = [{granted}]\n")).unwrap();
     let server = serve_with_policy(&policy);
     let mut client = Client::new(&server.url);
@@ -159,6 +161,9 @@ async fn fetch_reaches_only_granted_hosts() {
         escaped["isError"] == true && first_text(&escaped).contains("does not allow this tool to reach"),
         "{escaped}"
     );
+    // A redirect loop ends in an error, not in the empty body of its last 302.
+    let looped = fetch(12, json!({"url": format!("http://127.0.0.1:{}/", looping.port)})).await;
+    assert!(looped["isError"] == true && first_text(&looped).contains("redirected more than 5 times"), "{looped}");
     let bad = fetch(7, json!({"url": "file:///etc/passwd"})).await;
     assert!(bad["isError"] == true && first_text(&bad).contains("not http or https"), "{bad}");
     assert_eq!(other.connections.load(std::sync::atomic::Ordering::SeqCst), 0);

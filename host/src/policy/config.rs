@@ -366,8 +366,10 @@ impl PluginGrants {
     fn resolve(self, plugin: &str, mut unavailable: Option<&mut Vec<String>>) -> Result<Grants, String> {
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for dir in self.dirs {
-            let found = std::fs::canonicalize(&dir.path)
-                .map_err(|e| format!("directory {}: {e}", dir.path.display()))
+            let found = refuse_planted_links(&dir.path)
+                .and_then(|()| {
+                    std::fs::canonicalize(&dir.path).map_err(|e| format!("directory {}: {e}", dir.path.display()))
+                })
                 .and_then(|path| match path.is_dir() {
                     true => Ok(path),
                     false => Err(format!("{} is not a directory", path.display())),
@@ -411,6 +413,30 @@ impl PluginGrants {
             secrets,
             limits: self.limits,
         })
+    }
+}
+
+/// Refuse a granted directory reached through a symbolic link owned by the user Capsule runs
+/// as. A plugin with a writable grant can make such a link (swap a directory granted inside
+/// its own for `pub -> /etc`); calls never follow it, but the next reading of the policy
+/// would resolve the grant through it, to wherever it leads. Links the plugins cannot have
+/// made (another user's: root's `/tmp` on macOS) are followed; for one of Capsule's own user,
+/// the operator names the directory it leads to.
+fn refuse_planted_links(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(absolute) = std::path::absolute(path) else { return Ok(()) };
+    let me = rustix::process::geteuid().as_raw();
+    let planted = absolute.ancestors().find(|step| {
+        std::fs::symlink_metadata(step).is_ok_and(|meta| meta.file_type().is_symlink() && meta.uid() == me)
+    });
+    match planted {
+        None => Ok(()),
+        Some(link) => Err(format!(
+            "directory {}: {} is a symbolic link owned by the user Capsule runs as, which a plugin with a \
+             writable grant could have made; grant the directory it leads to by its own path",
+            path.display(),
+            link.display()
+        )),
     }
 }
 

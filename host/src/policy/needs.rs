@@ -73,6 +73,8 @@ pub enum NeedsError {
     InvalidSidecar(String),
     #[error("it declares its needs twice, in its {NEEDS_SECTION} section and in a sidecar file; keep one")]
     Twice,
+    #[error("it has more than one {NEEDS_SECTION} section; keep one")]
+    Sections,
 }
 
 impl std::fmt::Display for Needs {
@@ -100,17 +102,22 @@ impl std::fmt::Display for Needs {
 
 impl Needs {
     /// Read the declaration from a component's bytes; `None` if it declares nothing.
+    /// Two sections are refused: a reviewer reading one could miss what the other asks.
     pub fn read(wasm: &[u8]) -> Result<Option<Needs>, NeedsError> {
+        let mut found = None;
         for payload in wasmparser::Parser::new(0).parse_all(wasm) {
             let payload = payload.map_err(|e| NeedsError::Binary(e.to_string()))?;
             if let wasmparser::Payload::CustomSection(section) = payload
                 && section.name() == NEEDS_SECTION
             {
+                if found.is_some() {
+                    return Err(NeedsError::Sections);
+                }
                 let text = std::str::from_utf8(section.data()).map_err(|e| NeedsError::Invalid(e.to_string()))?;
-                return Needs::parse(text).map(Some);
+                found = Some(Needs::parse(text)?);
             }
         }
-        Ok(None)
+        Ok(found)
     }
 
     /// A plugin's declaration: its custom section or its sidecar's text, never both (which
@@ -136,6 +143,13 @@ impl Needs {
         let needs: Needs = toml::from_str(text).map_err(|e| NeedsError::Invalid(e.to_string()))?;
         for rule in &needs.network {
             rule.parse::<HostRule>().map_err(|e| NeedsError::Invalid(e.to_string()))?;
+        }
+        // The plugin wrote these names, and `check` and the status show them to an operator:
+        // none may be empty or carry control characters (a line of its own, an escape).
+        for name in needs.env.iter().chain(&needs.secrets) {
+            if name.is_empty() || name.contains(['=', '\0']) || name.chars().any(char::is_control) {
+                return Err(NeedsError::Invalid(format!("{name:?} is not an environment variable name")));
+            }
         }
         Ok(needs)
     }
@@ -203,6 +217,8 @@ mod tests {
         };
         assert!(needs.beyond(&enough).is_empty());
         assert!(Needs::parse("disk = true").is_err());
+        assert!(Needs::parse("env = [\"A\\u001b[31mRED\\nFAKE LOG LINE\"]").is_err());
+        assert!(Needs::parse("secrets = [\"\"]").is_err());
         assert!(Needs::parse("network = [\"http://x\"]").is_err());
     }
 
@@ -225,6 +241,10 @@ mod tests {
         assert_eq!(Needs::declared(plain, Some("roots = true")).unwrap(), Some(roots));
         assert_eq!(Needs::declared(plain, None).unwrap(), None);
         assert!(matches!(Needs::declared(&embedded, Some("roots = true")), Err(NeedsError::Twice)));
+        // Two sections: refused, whichever a reviewer would read.
+        let mut twice = embedded.clone();
+        twice.extend_from_slice(&embedded[8..]);
+        assert!(matches!(Needs::declared(&twice, None), Err(NeedsError::Sections)));
         assert!(matches!(Needs::declared(plain, Some("disk = 1")), Err(NeedsError::InvalidSidecar(_))));
         // Not WebAssembly: compiling it says so better.
         assert_eq!(Needs::declared(b"not wasm", Some("roots = true")).unwrap().map(|n| n.roots), Some(true));

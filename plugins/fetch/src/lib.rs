@@ -30,6 +30,15 @@ fn fetch(args: FetchArgs) -> Result<String, String> {
         .header("user-agent", "capsule-fetch/0.1")
         .max_body(MAX_BODY);
     let response = request.send().map_err(explain)?;
+    // What comes back as a redirect is one the SDK stopped following: a loop, or too many.
+    if let (301 | 302 | 303 | 307 | 308, Some(location)) = (response.status, response.header("location")) {
+        return Err(format!(
+            "{} redirected more than {} times (the last answer, HTTP {}, pointed to {location}); giving up",
+            args.url,
+            http::DEFAULT_REDIRECTS,
+            response.status
+        ));
+    }
     let content_type = response.header("content-type").unwrap_or_default();
     if !is_text(&content_type) {
         return Err(format!(
