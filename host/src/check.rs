@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::loader::admit;
+use crate::loader::{admit, read_component};
 use crate::policy::{Grants, Needs, Policy};
 use crate::runtime::{PluginRuntime, RuntimeConfig};
 
@@ -126,7 +126,7 @@ impl GrantsReport {
 /// Check `path` under `policy`. `Err` only when the check itself cannot run (the file cannot
 /// be read, the engine cannot start); a plugin `serve` would refuse is a `Refused` report.
 pub async fn check(path: &Path, policy: &Policy, not_on_this_machine: Vec<String>) -> Result<Report> {
-    let bytes: Arc<[u8]> = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?.into();
+    let bytes: Arc<[u8]> = read_component(path).with_context(|| format!("cannot read {}", path.display()))?.into();
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let grants = policy.grants(&name);
     let runtime = PluginRuntime::new(RuntimeConfig { max_memory: policy.max_memory(), ..RuntimeConfig::default() })?;

@@ -82,6 +82,27 @@ impl Sources {
 /// The tenant of a server configured without tenants.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// The largest plugin file read: far beyond any real component (an interpreter with its
+/// standard library is tens of MiB), short of a device that never ends.
+const MAX_COMPONENT_BYTES: u64 = 1 << 30;
+
+/// A plugin file's bytes. Only a regular file (a symbolic link to one is followed) up to
+/// [`MAX_COMPONENT_BYTES`]: a FIFO would block the read for good, `/dev/zero` would fill
+/// memory.
+pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(refused("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(refused(format!("larger than {} MiB", MAX_COMPONENT_BYTES >> 20)));
+    }
+    Ok(bytes)
+}
+
 /// Refuse `path` unless it is in one of `dirs`: first as written (absolute, no `..`), so
 /// that nothing outside is even looked at and whether it exists is not told; then as the
 /// file system resolves it, so that a symbolic link does not lead out.
@@ -617,7 +638,7 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
         if unloaded.contains(&name) {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+        let bytes = read_component(&path).map_err(|e| format!("cannot read {}: {e}", path.display()));
         let bytes = bytes.and_then(|b| {
             hashed(Arc::from(b), read_sidecar(&path)?.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
         });

@@ -319,6 +319,16 @@ async fn check_and_serve_agree() {
     }
     let missing = Command::new(env!("CARGO_BIN_EXE_capsule")).args(["check", "/nonexistent.wasm"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2), "a check that cannot run exits 2");
+    // A FIFO (which would block the read) or a link to a device (which would fill memory)
+    // is not a plugin file: refused at once.
+    let fifo = dir.join("fifo.wasm");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.wasm")).unwrap();
+    for special in [fifo, dir.join("zero.wasm")] {
+        let checked = Command::new(env!("CARGO_BIN_EXE_capsule")).arg("check").arg(&special).output().unwrap();
+        let said = String::from_utf8_lossy(&checked.stderr);
+        assert!(checked.status.code() == Some(2) && said.contains("not a regular file"), "{said}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
