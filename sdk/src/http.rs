@@ -179,7 +179,9 @@ impl Request {
         }
     }
 
-    fn url(&self) -> String {
+    /// The URL as it will be requested (its scheme and host as the parser wrote them), to
+    /// compare with [`Response::url`].
+    pub fn url(&self) -> String {
         format!("{}://{}{}", self.scheme, self.authority, self.path)
     }
 

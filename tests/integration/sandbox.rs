@@ -143,6 +143,9 @@ async fn fetch_reaches_only_granted_hosts() {
     assert!(first_text(&first).starts_with("01234567\n\n(content truncated at character 8 of 20"), "{first}");
     let rest = fetch(3, json!({"url": url, "start_index": 8})).await;
     assert_eq!(first_text(&rest), "89abcdefghij");
+    // Another spelling of the same URL is no redirect.
+    let shouted = fetch(13, json!({"url": format!("HTTP://127.0.0.1:{}/page", allowed.port)})).await;
+    assert_eq!(first_text(&shouted), "0123456789abcdefghij", "{shouted}");
 
     for (id, url) in [
         (4, format!("http://127.0.0.1:{}/", other.port)),
@@ -167,7 +170,7 @@ async fn fetch_reaches_only_granted_hosts() {
     let bad = fetch(7, json!({"url": "file:///etc/passwd"})).await;
     assert!(bad["isError"] == true && first_text(&bad).contains("not http or https"), "{bad}");
     assert_eq!(other.connections.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 4);
+    assert_eq!(allowed.connections.load(std::sync::atomic::Ordering::SeqCst), 5);
     let _ = std::fs::remove_dir_all(dir);
 }
 

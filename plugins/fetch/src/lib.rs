@@ -29,6 +29,8 @@ fn fetch(args: FetchArgs) -> Result<String, String> {
         .header("accept", "text/*, application/json, application/xml;q=0.9, */*;q=0.1")
         .header("user-agent", "capsule-fetch/0.1")
         .max_body(MAX_BODY);
+    // As the request writes it: `HTTP://Host/` is no redirect for answering as `http://host/`.
+    let asked = request.url();
     let response = request.send().map_err(explain)?;
     // What comes back as a redirect is one the SDK stopped following: a loop, or too many.
     if let (301 | 302 | 303 | 307 | 308, Some(location)) = (response.status, response.header("location")) {
@@ -51,7 +53,7 @@ fn fetch(args: FetchArgs) -> Result<String, String> {
     }
     let text = response.text();
     let mut page = page(&text, args.start_index.unwrap_or(0), args.max_length.unwrap_or(DEFAULT_LENGTH));
-    if response.url != args.url {
+    if response.url != asked {
         page = format!("(redirected to {})\n\n{page}", response.url);
     }
     if response.status >= 400 {
