@@ -39,7 +39,7 @@ use crate::auth::{bearer, find_by_digest};
 use crate::loader::ControlError;
 use crate::telemetry::Scrape;
 use crate::tenants::{Tenant, Tenants};
-use crate::transport::http::Allowed;
+use crate::transport::http::{Allowed, body};
 
 /// The admin bearer token, kept as its SHA-256 so comparisons take the same time whatever
 /// the guess.
@@ -277,13 +277,17 @@ async fn load(
     Extension(BodyTimeout(timeout)): Extension<BodyTimeout>,
     body: axum::body::Body,
 ) -> Response {
-    let body = match tokio::time::timeout(timeout, axum::body::to_bytes(body, LOAD_BODY_BYTES)).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(e)) => return problem(StatusCode::BAD_REQUEST, format!("the request body could not be read: {e}")),
-        Err(_) => {
-            let mut response = problem(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time");
-            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
-            return response;
+    let body = match body::read_within(body, LOAD_BODY_BYTES, timeout).await {
+        Ok(body) => body,
+        Err(body::Refused::TooLarge) => {
+            let why = format!("the request body could not be read: longer than {LOAD_BODY_BYTES} bytes");
+            return problem(StatusCode::BAD_REQUEST, why);
+        }
+        Err(body::Refused::Broken(e)) => {
+            return problem(StatusCode::BAD_REQUEST, format!("the request body could not be read: {e}"));
+        }
+        Err(body::Refused::Late) => {
+            return body::closing(problem(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time"));
         }
     };
     let request: LoadRequest = match serde_json::from_slice(&body) {

@@ -5,7 +5,11 @@
 //! once, without reading anything. The body of a request refused for its headers is drained
 //! the same way ([`drain`]), so its client reads that refusal too.
 
+use std::time::Duration;
+
 use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 
@@ -18,6 +22,20 @@ pub enum Refused {
     TooLarge,
     /// Cut short or malformed (the client stopped before its `Content-Length`, a bad chunk).
     Broken(String),
+    /// Not all there by the deadline.
+    Late,
+}
+
+/// [`read`], within `timeout`.
+pub async fn read_within(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Refused> {
+    tokio::time::timeout(timeout, read(body, limit)).await.unwrap_or(Err(Refused::Late))
+}
+
+/// `response` to a request whose body did not arrive in time: the rest of it may still come,
+/// so the connection cannot carry another request.
+pub fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The body, if it is at most `limit` bytes.

@@ -13,7 +13,7 @@
 //! (`exchange`).
 
 mod auth;
-mod body;
+pub mod body;
 mod checks;
 mod cors;
 mod counted;
@@ -455,25 +455,22 @@ async fn serve_body(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let limit = door.options.max_body_bytes;
-    let body = match tokio::time::timeout(door.options.body_timeout, body::read(body, limit)).await {
-        Ok(Ok(body)) => {
+    let body = match body::read_within(body, limit, door.options.body_timeout).await {
+        Ok(body) => {
             endpoint.traffic.received(body.len());
             body
         }
-        Ok(Err(body::Refused::TooLarge)) => {
+        Err(body::Refused::TooLarge) => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
             return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
         }
         // A body cut short (the client closed before its Content-Length), or a broken chunk.
-        Ok(Err(body::Refused::Broken(e))) => {
+        Err(body::Refused::Broken(e)) => {
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
             return exchange::json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
         }
-        Err(_) => {
-            // The rest of the body may still come: the connection cannot carry another request.
-            let mut response = text(408, "Request Timeout: the body did not arrive in time");
-            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return response;
+        Err(body::Refused::Late) => {
+            return body::closing(text(408, "Request Timeout: the body did not arrive in time"));
         }
     };
     match modern.or(unknown) {
