@@ -600,7 +600,25 @@ async fn compile(args: ServeArgs) -> Result<ExitCode> {
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// Raise the soft limit on open files to the hard one, as Go's runtime does for every
+/// server: the default soft limit (often 1024) is the `--max-connections` default alone,
+/// before any call opens its granted directories.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited; an unlimited hard limit is taken as a generous finite one.
+    let hard = limit.maximum.unwrap_or(1 << 20);
+    if let Some(soft) = limit.current.filter(|soft| *soft < hard) {
+        limit.current = Some(hard);
+        match setrlimit(Resource::Nofile, limit) {
+            Ok(()) => tracing::debug!("open file limit raised from {soft} to {hard}"),
+            Err(e) => tracing::debug!("open file limit stays {soft}: {e}"),
+        }
+    }
+}
+
 async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
+    raise_open_file_limit();
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
     let shutdown = CancellationToken::new();

@@ -22,7 +22,8 @@
 //! - [`policy`]: the operator's policy file, plain data and checks, also MCP-free.
 //!
 //! Beside them, the [`loader`] keeps a catalog in step with the plugin sources and the
-//! policy (initial load, hot swap, the operator's controls) and *publishes* each new one on a
+//! policy (initial load, hot swap through `watch`, which also follows a plugin directory
+//! made again or swapped in by a rename, the operator's controls) and *publishes* each new one on a
 //! watch channel ([`catalog::Publisher`]); the MCP layer subscribes, serves whatever catalog
 //! is current when a request starts, and tells clients which lists changed. Neither knows
 //! the other.
@@ -48,6 +49,7 @@
 
 pub mod admin;
 pub mod auth;
+mod bounded;
 pub mod catalog;
 pub mod check;
 pub mod cli;
@@ -62,6 +64,7 @@ pub mod telemetry;
 pub mod tenants;
 pub mod top;
 pub mod transport;
+mod watch;
 pub mod workers;
 
 /// Example plugins compiled into the binary.

@@ -24,6 +24,7 @@ use crate::catalog::{Catalog, Offerings, Published, Publisher};
 use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 use crate::telemetry::Load;
+use crate::watch::{DirWatch, settle};
 
 /// What to serve: the bundled examples, plugin directories, single plugin files, and the
 /// files the operator loaded through the admin endpoint.
@@ -78,6 +79,10 @@ impl Sources {
         watched
     }
 }
+
+/// The `plugin` label of loads that failed for a file whose name is no plugin name (none
+/// starts with `_`).
+pub const INVALID_NAME: &str = "_invalid_name";
 
 /// The tenant of a server configured without tenants.
 pub const DEFAULT_TENANT: &str = "default";
@@ -408,19 +413,28 @@ impl Loader {
         }
         let name = plugin_name(&path);
         check_name(&name).map_err(ControlError::Name)?;
-        state.unloaded.remove(&name);
+        let before = (state.sources.loaded.clone(), state.unloaded.remove(&name));
         // The newest file loaded under a name is the one served.
         state.sources.loaded.retain(|f| plugin_name(f) != name);
         state.sources.loaded.push(path.clone());
         self.rewatch.notify_one();
         self.reload_locked(&mut state).await;
         let source = path.display().to_string();
-        match state.plugins.iter().find(|p| p.source == source) {
-            Some(PluginStatus { last_error: Some(reason), .. }) => {
-                Err(ControlError::Failed { name, reason: reason.clone() })
-            }
-            _ => Ok(self.status_of(&state)),
+        let Some(PluginStatus { last_error: Some(reason), .. }) = state.plugins.iter().find(|p| p.source == source)
+        else {
+            return Ok(self.status_of(&state));
+        };
+        let failed = ControlError::Failed { name: name.clone(), reason: reason.clone() };
+        // A load that failed changes nothing: the plugin's source stays what it was (a
+        // watched directory keeps swapping it), and a new name is not kept to be tried again.
+        let (loaded, was_unloaded) = before;
+        state.sources.loaded = loaded;
+        if was_unloaded {
+            state.unloaded.insert(name);
         }
+        self.rewatch.notify_one();
+        self.reload_locked(&mut state).await;
+        Err(failed)
     }
 
     /// Stop serving the plugin `name`. Calls running on it finish.
@@ -469,15 +483,8 @@ impl Loader {
     /// loader stops. The policy file is the tenant registry's to watch.
     fn watch(self: &Arc<Self>, dirs: Vec<PathBuf>) -> notify::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && !event.kind.is_access()
-            {
-                let _ = tx.send(Change::of(&event.kind));
-            }
-        })?;
-        let mut watched = Vec::new();
-        self.watch_dirs(&mut watcher, &mut watched, dirs)?;
+        let mut watch = DirWatch::new(tx)?;
+        watch.set(&dirs);
         let loader = self.clone();
         let span = tracing::info_span!("tenant", id = %self.account.tenant());
         let task = async move {
@@ -485,10 +492,7 @@ impl Loader {
                 let change = tokio::select! {
                     () = loader.stop.cancelled() => return,
                     () = loader.rewatch.notified() => {
-                        let dirs = loader.state.lock().await.sources.watched();
-                        if let Err(e) = loader.watch_dirs(&mut watcher, &mut watched, dirs) {
-                            tracing::error!("cannot watch the plugin sources: {e}");
-                        }
+                        watch.set(&loader.state.lock().await.sources.watched());
                         continue;
                     }
                     event = rx.recv() => match event {
@@ -497,71 +501,13 @@ impl Loader {
                     },
                 };
                 settle(&mut rx, change).await;
+                watch.renew();
                 loader.reload().await;
             }
         };
         // The task outlives the caller's span: the reloads it logs still name the tenant.
         tokio::spawn(task.instrument(span));
         Ok(())
-    }
-
-    /// Watch `wanted` (directories, perhaps repeated), and no others.
-    fn watch_dirs(
-        &self,
-        watcher: &mut notify::RecommendedWatcher,
-        watched: &mut Vec<PathBuf>,
-        mut wanted: Vec<PathBuf>,
-    ) -> notify::Result<()> {
-        use notify::Watcher;
-        wanted.sort();
-        wanted.dedup();
-        for dir in watched.iter().filter(|d| !wanted.contains(d)) {
-            let _ = watcher.unwatch(dir);
-        }
-        for dir in wanted.iter().filter(|d| !watched.contains(d)) {
-            watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
-            tracing::info!(tenant = %self.account.tenant(), "watching {} for plugin changes", dir.display());
-        }
-        *watched = wanted;
-        Ok(())
-    }
-}
-
-/// What a watcher's event says of a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Change {
-    /// Renamed or removed: whole, so nothing more is coming for it (how deploys and editors
-    /// put a file in place).
-    Whole,
-    /// Created or written: a copy or a build writes a file in several steps.
-    Written,
-}
-
-impl Change {
-    pub(crate) fn of(kind: &notify::EventKind) -> Change {
-        use notify::EventKind;
-        use notify::event::ModifyKind;
-        match kind {
-            EventKind::Modify(ModifyKind::Name(_)) | EventKind::Remove(_) => Change::Whole,
-            _ => Change::Written,
-        }
-    }
-
-    /// How long the events must stop after this one before a reload.
-    fn quiet(self) -> Duration {
-        match self {
-            // Long enough to take a few files renamed one after another in one reload.
-            Change::Whole => Duration::from_millis(5),
-            Change::Written => Duration::from_millis(50),
-        }
-    }
-}
-
-/// Wait until a watcher's events stop, `last` being the latest: one reload after the last
-/// step of a change is enough, and a file renamed into place needs no more than a moment.
-pub(crate) async fn settle(events: &mut tokio::sync::mpsc::UnboundedReceiver<Change>, mut last: Change) {
-    while let Ok(Some(change)) = tokio::time::timeout(last.quiet(), events.recv()).await {
-        last = change;
     }
 }
 
@@ -755,7 +701,10 @@ async fn build(
             }
         };
         if let Some(result) = result {
-            metrics.plugin_load(account.tenant(), &name, result);
+            // A file name that is no plugin name stays out of the labels (any file dropped in
+            // a watched directory would add a series): such failures share one value.
+            let label = if check_name(&name).is_ok() { name.as_str() } else { INVALID_NAME };
+            metrics.plugin_load(account.tenant(), label, result);
         }
         match (&fresh, &accepted) {
             (Err(e), Some(kept)) => {
@@ -805,9 +754,6 @@ async fn build(
 
 #[cfg(test)]
 mod tests {
-    use notify::EventKind;
-    use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
-
     use super::*;
 
     #[test]
@@ -818,34 +764,5 @@ mod tests {
         for bad in ["", "calc.evil", "q\" error=\"x y", "tk\u{1b}]0;x\u{7}", "-x", "_x", "café", &"a".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn renames_and_removals_are_whole_writes_are_not() {
-        let whole = [
-            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
-            EventKind::Modify(ModifyKind::Name(RenameMode::From)),
-            EventKind::Remove(RemoveKind::File),
-        ];
-        assert!(whole.iter().all(|kind| Change::of(kind) == Change::Whole));
-        let written = [
-            EventKind::Create(CreateKind::File),
-            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
-            EventKind::Modify(ModifyKind::Any),
-            EventKind::Any,
-        ];
-        assert!(written.iter().all(|kind| Change::of(kind) == Change::Written));
-    }
-
-    /// A write after a rename means the file is being written again: the reload waits for
-    /// those writes to stop as long as for any write.
-    #[tokio::test]
-    async fn a_write_after_a_rename_is_waited_for_like_any_write() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let started = std::time::Instant::now();
-        tx.send(Change::Written).unwrap();
-        settle(&mut rx, Change::Whole).await;
-        assert!(started.elapsed() >= Change::Written.quiet(), "settled after {:?}", started.elapsed());
     }
 }

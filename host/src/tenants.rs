@@ -22,10 +22,11 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
-use crate::loader::{Change, DEFAULT_TENANT, Loader, Sources, Status, settle};
+use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status};
 use crate::mcp::{Shared, StateCodec};
 use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
+use crate::watch::{Change, settle};
 
 /// Why the tenants' configuration cannot be used.
 #[derive(Debug, Error)]

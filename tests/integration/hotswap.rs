@@ -204,6 +204,22 @@ async fn admin_endpoint_lists_loads_and_unloads_behind_a_token() {
         admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": dir.join("broken.wasm")}))).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("not a valid WebAssembly component"), "{body}");
+    // A load that fails changes nothing: the new name is not kept to be tried at each
+    // reload, and a served plugin stays served from where it was.
+    let broken_calc = scratch_dir("admin-broken");
+    std::fs::write(broken_calc.join("fresh.wasm"), b"not wasm").unwrap();
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": broken_calc.join("fresh.wasm")}))).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(named("fresh").await.is_empty(), "{:?}", named("fresh").await);
+    std::fs::write(broken_calc.join("calc.wasm"), b"not wasm either").unwrap();
+    let (status, body) =
+        admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": broken_calc.join("calc.wasm")}))).await;
+    assert_eq!(status, 422, "{body}");
+    let calcs = named("calc").await;
+    assert!(calcs.len() == 1 && calcs[0]["source"] == source.to_str().unwrap(), "{calcs:?}");
+    assert!(calcs[0]["last_error"].is_null(), "{calcs:?}");
+    let _ = std::fs::remove_dir_all(broken_calc);
     let (status, _) = admin.call(reqwest::Method::POST, "/plugins", Some(json!({"path": "/etc/passwd"}))).await;
     assert_eq!(status, 400);
     // A name that is not a plain word (here one a `plugins.calc` scope would cover) is refused.

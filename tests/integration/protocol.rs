@@ -262,6 +262,19 @@ async fn input_required_round_trip_with_sealed_state() {
         .await;
     assert_eq!(elsewhere.response(3)["error"]["code"], -32602, "{}", elsewhere.body);
 
+    // And to its arguments (SEP-2322's digest of the salient params): a retry is the same
+    // request, spelled however the client likes, not another one.
+    let reargued = client
+        .modern(
+            31,
+            "tools/call",
+            json!({"name": tool, "arguments": {"target": "/etc"}, "requestState": state,
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}}}),
+            ALL_CAPS(),
+        )
+        .await;
+    assert_eq!(reargued.response(31)["error"]["code"], -32602, "{}", reargued.body);
+
     let second = client
         .modern(
             4,
@@ -430,7 +443,8 @@ async fn watched_plugins_are_swapped_in_place() {
 }
 
 /// Ending a session stops what it has running: a call stalled in its plugin is cancelled by
-/// the DELETE rather than left to its wall-clock limit, holding its instance and its slot.
+/// the DELETE rather than left to its wall-clock limit, holding its instance and its slot,
+/// and, like any cancelled request, is not answered.
 #[tokio::test]
 async fn deleting_a_session_cancels_its_running_calls() {
     let args = crate::support::all_plugins();
@@ -446,5 +460,7 @@ async fn deleting_a_session_cancels_its_running_calls() {
         .await
         .expect("the call ends with its session")
         .unwrap();
-    assert!(reply.body.contains("cancelled"), "{}", reply.body);
+    // Its POST ends, answering nothing: the client ended the session it belonged to.
+    assert!(reply.messages.is_empty(), "{}", reply.body);
+    assert_eq!(reply.headers["content-type"], "text/event-stream", "{}", reply.body);
 }

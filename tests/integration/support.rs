@@ -105,7 +105,7 @@ impl Server {
         Server::starting_with_env(dir, args, &[])
     }
 
-    fn starting_with_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub fn starting_with_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
             .current_dir(dir)

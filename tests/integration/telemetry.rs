@@ -114,10 +114,15 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     std::fs::write(&policy, "[plugins.hostile]\nlimits = { cpu_ms = 1000, timeout_ms = 20000, memory_mib = 32 }\n")
         .unwrap();
     let (hostile, calc) = (plugins().join("testing/hostile.wasm"), plugins().join("calc.wasm"));
+    // A file whose name is no plugin name: refused, and its name kept out of the labels.
+    let misnamed = dir.join("we\"ird\nx.wasm");
+    std::fs::copy(&calc, &misnamed).unwrap();
     let token_file = dir.join("admin-token");
     let server = Server::http_in(
         &dir,
         &[
+            "--plugin",
+            misnamed.to_str().unwrap(),
             "--config",
             policy.to_str().unwrap(),
             "--plugin",
@@ -221,6 +226,11 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
         assert_eq!(value(&text, &loaded), 1.0, "{text}");
     }
     assert!(value(&text, r#"capsule_reload_duration_seconds_count{tenant="default"}"#) >= 1.0, "{text}");
+    let initialized = r#"mcp_server_operation_duration_seconds_count{mcp_method_name="initialize",gen_ai_tool_name="",error_type="",network_transport="tcp",mcp_protocol_version="2025-11-25"}"#;
+    assert_eq!(value(&text, initialized), 1.0, "the revision agreed: {text}");
+    let refused = r#"capsule_plugin_loads_total{tenant="default",plugin="_invalid_name",result="failed"}"#;
+    assert!(value(&text, refused) >= 1.0, "{text}");
+    assert!(!text.contains("ird"), "{text}");
 
     // The admin listener serves the same, behind the server's token.
     let admin = address_in_log(&server, "admin endpoint on ");
@@ -476,6 +486,7 @@ fn a_client_trace_continues_through_the_server_into_the_plugin_call() {
     for span in [&sandbox, &guest] {
         assert_eq!(span["parent_span_id"], request["span_id"], "{span}");
         assert_eq!(span["flags"], 0x101, "a local parent: {span}");
+        assert_eq!(span["trace_state"], "vendor=1", "the trace's state: {span}");
         assert_eq!(span["attributes"]["capsule.plugin"], "calc", "{span}");
         assert_eq!(span["attributes"]["capsule.tenant"], "default", "{span}");
     }
@@ -525,6 +536,30 @@ async fn a_call_in_a_prebuilt_instance_says_so_and_has_no_build_span() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A call that comes while the plugins are still compiling waits for them, and its span is
+/// named after its tool all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_waits_for_the_first_load_is_named_after_its_tool() {
+    let receiver = Receiver::start();
+    let dir = scratch_dir("trace-first-load");
+    let calc = plugins().join("calc.wasm");
+    let args = ["--no-watch", "--no-compile-cache", "--plugin", calc.to_str().unwrap()];
+    let server = Server::starting_with_env(&dir, &args, &receiver.env());
+    let trace = "7d1e0e3a9b8d4f2a8c7b6a5f4e3d2c1b";
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 1, "b": 2}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "traceparent": format!("00-{trace}-00f067aa0ba902b7-01")}}});
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "add")];
+    let reply = Client::new(&server.url).post_raw(call.to_string(), &headers).await;
+    assert_eq!(first_text(&reply.response(1)["result"]), "3", "{}", reply.body);
+    let request = receiver.span(trace, "tools/call add");
+    assert_eq!(request["attributes"]["gen_ai.tool.name"], "add", "{request}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Over HTTP the client's trace context comes in the `traceparent` header, and its sampled
 /// flag is followed.
 #[tokio::test(flavor = "multi_thread")]
@@ -556,6 +591,16 @@ async fn a_traceparent_header_is_the_parent_of_the_server_span() {
     assert!(request["attributes"]["mcp.session.id"].as_str().is_some_and(|s| !s.is_empty()), "{request}");
     let guest = receiver.span(trace, "capsule.guest.call");
     assert_eq!(guest["parent_span_id"], request["span_id"], "{guest}");
+    // A method of the client's own naming is `other` in the span as in the metrics: a
+    // megabyte of name would otherwise be held in the export queue and sent on.
+    let invented = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let traceparent = format!("00-{invented}-{client_span}-01");
+    let method = format!("evil/{}", "\n\u{1b}[2J".repeat(100_000));
+    let odd = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {}});
+    let reply = session.post_raw(odd.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(reply.response(3)["error"]["code"], -32601, "{}", &reply.body[..200.min(reply.body.len())]);
+    let other = receiver.span(invented, "other");
+    assert_eq!(other["attributes"]["mcp.method.name"], "other", "{other}");
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -817,5 +862,26 @@ async fn capsule_top_sends_its_token_only_to_the_url_given() {
     // The redirect's target never saw a connection, let alone the token.
     assert!(!reached.is_finished(), "capsule top followed the redirect");
     reached.abort();
+
+    // An endpoint whose answer never ends is read only so far.
+    let endless = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/metrics", endless.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut stream, _) = endless.accept().await.unwrap();
+        let _ = stream.read(&mut [0; 4096]).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n";
+        let mut written = stream.write_all(head.as_bytes()).await;
+        let line = "# HELP x y\n".repeat(4096);
+        while written.is_ok() {
+            written = stream.write_all(line.as_bytes()).await;
+        }
+    });
+    let top = tokio::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["top", &url, "--once", "--interval", "1"])
+        .output()
+        .await
+        .expect("capsule top");
+    let said = String::from_utf8_lossy(&top.stderr);
+    assert!(!top.status.success() && said.contains("the answer is longer than 64 MiB"), "{said}");
     let _ = std::fs::remove_dir_all(dir);
 }

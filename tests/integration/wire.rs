@@ -421,7 +421,13 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
     let bare = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
     assert_eq!(code(&post(vec![("mcp-method", "tools/list")], bare).await), (400, json!(-32602), json!(7)));
     // A _meta that is no object lacks its required fields just the same, for any method.
-    for (method, params) in [("tools/list", json!({"_meta": 5})), ("tools/call", json!({"name": "add", "_meta": []}))] {
+    // An array is not read as the fields in order either.
+    let listed = json!({"name": "add", "arguments": {"a": 1, "b": 2}, "_meta": ["2026-07-28", {}]});
+    for (method, params) in [
+        ("tools/list", json!({"_meta": 5})),
+        ("tools/call", json!({"name": "add", "_meta": []})),
+        ("tools/call", listed),
+    ] {
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
         let refused = post(vec![("mcp-method", method), ("mcp-name", "add")], body).await;
         assert_eq!(code(&refused), (400, json!(-32602), json!(7)), "{}", refused.body);
@@ -733,6 +739,10 @@ async fn a_call_cancelled_while_it_waits_for_the_client_cancels_its_request_to_t
     let note: Value = serde_json::from_str(&post.next(quiet).await.expect("a cancellation").data).unwrap();
     assert_eq!(note["method"], "notifications/cancelled", "{note}");
     assert_eq!(note["params"]["requestId"], asked["id"], "{note}");
+    // The cancelled call itself is not answered: its stream ends.
+    let waited = std::time::Instant::now();
+    assert!(post.next(quiet).await.is_none(), "the cancelled call was answered");
+    assert!(waited.elapsed() < quiet, "the cancelled call's stream did not end");
     // Answered late, the request is simply forgotten; the session goes on.
     let late = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}});
     assert_eq!(client.post(&late).await.status, 202);

@@ -179,13 +179,6 @@ pub async fn read_json<T: serde::de::DeserializeOwned>(
     if response.content_length().is_some_and(|n| n > MAX_DOCUMENT as u64) {
         return Err(too_large());
     }
-    // Read by chunks, so a server that sends no length cannot make us hold more.
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
-        if body.len() + chunk.len() > MAX_DOCUMENT {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    serde_json::from_slice(&body).map_err(|e| failed(e.to_string()))
+    let body = crate::bounded::body(&mut response, MAX_DOCUMENT).await.map_err(|e| failed(e.to_string()))?;
+    serde_json::from_slice(&body.ok_or_else(too_large)?).map_err(|e| failed(e.to_string()))
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::meta::Meta;
 use super::reply::{Reply, ToolReply, wire_json};
 use super::request::RequestCx;
+use super::state::{Arguments, Binding};
 use super::{
     CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, authorize, call_error,
     check_uri, convert, input, off_reactor, plugin_error,
@@ -109,7 +110,12 @@ impl CapsuleServer {
         }
         let plugin = entry.plugin.clone();
         // Sealed state is the principal's: another caller cannot replay it.
-        let bound_to = format!("tools/call\0{}\0{}", params.name, cx.caller());
+        let bound_to = Binding {
+            method: "tools/call",
+            target: &params.name,
+            caller: cx.caller(),
+            arguments: Arguments::Json(text),
+        };
         let op = ToolCall { name: &params.name, arguments: text };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;
@@ -175,7 +181,8 @@ impl CapsuleServer {
             return Err(not_found(format!("Resource not found: {}", super::excerpt(&params.uri))));
         };
         authorize(cx, &plugin, Kind::Resources, &params.uri)?;
-        let bound_to = format!("resources/read\0{}\0{}", params.uri, cx.caller());
+        let bound_to =
+            Binding { method: "resources/read", target: &params.uri, caller: cx.caller(), arguments: Arguments::None };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, ResourceRead { uri: &params.uri }, &bound_to, retry).await;
         match outcome {
@@ -227,7 +234,12 @@ impl CapsuleServer {
         }
         let plugin = entry.plugin.clone();
         authorize(cx, &plugin, Kind::Prompts, &params.name)?;
-        let bound_to = format!("prompts/get\0{}\0{}", params.name, cx.caller());
+        let bound_to = Binding {
+            method: "prompts/get",
+            target: &params.name,
+            caller: cx.caller(),
+            arguments: Arguments::Strings(&arguments),
+        };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let op = PromptGet { name: &params.name, arguments: &arguments };
         let outcome = self.with_input(cx, &plugin, op, &bound_to, retry).await;

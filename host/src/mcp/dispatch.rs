@@ -190,6 +190,11 @@ impl CapsuleServer {
             _ if traced => raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()),
             _ => None,
         };
+        // A call that comes while the plugins first load waits for them here (as it would in
+        // dispatch), so that its span is named after a tool the catalog will hold.
+        if traced && method == "tools/call" && !self.shared.published.is_loaded() {
+            self.plugins_loaded().await;
+        }
         let tool = peek
             .as_ref()
             .and_then(|p| p.name.as_deref())
@@ -204,6 +209,9 @@ impl CapsuleServer {
         // Each request is the root of its own trace here, continuing the client's.
         let trace = traced.then(|| crate::telemetry::TraceContext::new(parent));
         let span = trace.map_or_else(tracing::Span::none, |trace| {
+            // Named only from fixed sets and the catalog: a client's method name may be
+            // anything, of any length.
+            let method = crate::telemetry::method_name(method);
             let name = match tool {
                 Some(tool) => format!("{method} {tool}"),
                 None => method.to_owned(),
@@ -241,7 +249,7 @@ impl CapsuleServer {
         self.shared.metrics.operation(&op, started.elapsed());
         // Only the exporter can still see these: the request wrote its log records already.
         if let Some(version) = op.version {
-            crate::telemetry::export_attribute(&span, "mcp.protocol.version", version);
+            crate::telemetry::export_attribute(&span, "mcp.protocol.version", crate::telemetry::version_name(version));
         }
         if let Some(error) = &op.error {
             crate::telemetry::export_attribute(&span, "error.type", error);
@@ -279,7 +287,7 @@ impl CapsuleServer {
             self.plugins_loaded().await;
         }
         match method {
-            "initialize" => self.initialize(params(raw)?).map(Reply::from),
+            "initialize" => self.initialize(params(raw)?, note).map(Reply::from),
             "ping" => {
                 let p: MetaOnly = params(raw)?;
                 let cx = self.enter(note, view(&p.meta), method, Era::Legacy, front)?;
@@ -368,8 +376,10 @@ impl CapsuleServer {
         }
     }
 
-    fn initialize(&self, params: InitializeRequestParams) -> Result<ServerResult, ErrorData> {
+    fn initialize(&self, params: InitializeRequestParams, note: &Note) -> Result<ServerResult, ErrorData> {
         let result = lists::initialize_result(&params);
+        // The revision agreed is the one its metrics and span go by.
+        let _ = note.version.set(result.protocol_version.clone());
         let peer = Peer { version: result.protocol_version.clone(), capabilities: params.capabilities };
         if self.session.peer.set(peer).is_err() {
             return Err(ErrorData::invalid_request("this session is already initialized", None));

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use super::convert;
 use super::request::ClientLink;
 use super::roots::ROOTS_KEY;
-use super::state::StateCodec;
+use super::state::{Binding, StateCodec};
 use crate::runtime::types as wit;
 
 /// How long a legacy client may take to answer one elicitation, sampling or roots request.
@@ -70,7 +70,7 @@ pub fn input_required_result(
     ir: &wit::InputRequired,
     ask_roots: bool,
     codec: &StateCodec,
-    bound_to: &str,
+    bound_to: &Binding<'_>,
 ) -> Result<InputRequiredResult, ErrorData> {
     if let Some(r) = ir.requests.iter().find(|r| r.key.starts_with("capsule.")) {
         return Err(ErrorData::internal_error(
@@ -100,7 +100,7 @@ pub fn retry_context(
     responses: Option<&rmcp::model::InputResponses>,
     state: Option<&str>,
     codec: &StateCodec,
-    bound_to: &str,
+    bound_to: &Binding<'_>,
 ) -> Result<wit::RequestContext, ErrorData> {
     let state = state.map(|s| codec.open(s, bound_to)).transpose().map_err(|_| {
         ErrorData::invalid_params("requestState is invalid, expired, or belongs to another request", None)

@@ -22,8 +22,10 @@ pub trait MetaView {
 /// The `_meta` key of a 2026-07-28 request's log level.
 const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
-/// `_meta` borrowed from the request's text.
+/// `_meta` borrowed from the request's text. Only an object is one: serde would also take
+/// an array's items as the fields in order (`["2026-07-28", {}]`).
 #[derive(Deserialize, Default, Clone)]
+#[serde(remote = "Self")]
 pub struct Meta<'a> {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
     version: Option<&'a RawValue>,
@@ -38,6 +40,22 @@ pub struct Meta<'a> {
     traceparent: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tracestate: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Meta<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("_meta as an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Meta<'de>, A::Error> {
+                Meta::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
 }
 
 impl<'a> Meta<'a> {
@@ -138,5 +156,14 @@ mod tests {
         assert_eq!(meta.tracestate().as_deref(), Some("a=b"));
         let odd: Meta = serde_json::from_str(r#"{"traceparent":7,"tracestate":{}}"#).unwrap();
         assert_eq!((odd.traceparent(), odd.tracestate()), (None, None));
+    }
+
+    #[test]
+    fn only_an_object_is_meta() {
+        for text in [r#"["2026-07-28",{},"debug","tok"]"#, "[]", r#""x""#, "5"] {
+            assert!(serde_json::from_str::<Meta>(text).is_err(), "{text}");
+        }
+        let meta: Meta = serde_json::from_str(r#"{"progressToken":"t"}"#).unwrap();
+        assert!(meta.progress_token().is_some());
     }
 }

@@ -44,6 +44,7 @@ use crate::telemetry::Metrics;
 use events::Route;
 use request::RequestCx;
 use session::SessionState;
+use state::Binding;
 
 /// Items per page of `tools/list`, `resources/list` and the like.
 const PAGE_SIZE: usize = 100;
@@ -433,7 +434,7 @@ impl CapsuleServer {
         cx: &RequestCx,
         plugin: &Plugin,
         op: O,
-        bound_to: &str,
+        bound_to: &Binding<'_>,
         retry: (Option<&rmcp::model::InputResponses>, Option<&str>),
     ) -> Result<Rounds<O::Output>, Failure> {
         // The tenant's concurrent-call quota counts the whole request, its waits on the

@@ -95,8 +95,14 @@ pub struct TraceContext {
 impl TraceContext {
     /// The context in HTTP headers, if there is one.
     pub fn from_headers(headers: &http::HeaderMap) -> Option<Arc<TraceContext>> {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(Box::<str>::from);
-        Some(Arc::new(TraceContext { traceparent: text("traceparent")?, tracestate: text("tracestate") }))
+        // Two `traceparent`s name no one parent: the request starts a trace of its own (W3C
+        // Trace Context, as its test suite checks). `tracestate` is a list header: its
+        // fields are one list.
+        let mut parents = headers.get_all("traceparent").iter();
+        let traceparent = parents.next().filter(|_| parents.next().is_none())?.to_str().ok()?;
+        let states: Option<Vec<&str>> = headers.get_all("tracestate").iter().map(|v| v.to_str().ok()).collect();
+        let tracestate = states.filter(|s| !s.is_empty()).map(|s| Box::<str>::from(s.join(",")));
+        Some(Arc::new(TraceContext { traceparent: traceparent.into(), tracestate }))
     }
 }
 
@@ -199,5 +205,33 @@ impl RequestCx {
 
     fn at_least(&self, version: &ProtocolVersion) -> bool {
         self.version.as_ref().is_some_and(|v| v.as_str() >= version.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for &(name, value) in pairs {
+            map.append(name, http::HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn trace_headers_follow_the_w3c_rules_for_repeats() {
+        let one = TraceContext::from_headers(&headers(&[("traceparent", PARENT), ("tracestate", "a=1")])).unwrap();
+        assert_eq!((&*one.traceparent, one.tracestate.as_deref()), (PARENT, Some("a=1")));
+        // Two parents: none is followed.
+        let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        assert!(TraceContext::from_headers(&headers(&[("traceparent", PARENT), ("traceparent", other)])).is_none());
+        // Two tracestate fields are one list.
+        let two = headers(&[("traceparent", PARENT), ("tracestate", "a=1"), ("tracestate", "b=2")]);
+        assert_eq!(TraceContext::from_headers(&two).unwrap().tracestate.as_deref(), Some("a=1,b=2"));
+        assert!(TraceContext::from_headers(&headers(&[("tracestate", "a=1")])).is_none());
     }
 }

@@ -1,11 +1,13 @@
 //! Integrity protection for plugin state that travels through a 2026-07-28 client as
-//! `requestState`: HMAC-sealed, bound to the tenant and the request it belongs to, and
-//! short-lived.
+//! `requestState`: HMAC-sealed, bound to the tenant and the request it belongs to (method,
+//! tool, prompt or resource, caller, and a digest of the arguments), and short-lived.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{RequestStateCodec, SealOptions};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// How long a client may take between an `input_required` answer and its retry.
 const STATE_TTL: Duration = Duration::from_secs(15 * 60);
@@ -41,34 +43,161 @@ impl StateCodec {
         StateCodec { codec: self.codec.clone(), scope: scope.into() }
     }
 
-    /// Seal plugin state, bound to this codec's scope and to `bound_to` (the method and the
-    /// tool, prompt or URI).
-    pub fn seal(&self, state: &[u8], bound_to: &str) -> String {
-        let bound = self.bound(bound_to);
-        self.codec.seal_with(state, &SealOptions::new().associated_data(bound.as_bytes()).ttl(STATE_TTL))
+    /// Seal plugin state, bound to this codec's scope and to the request `to`.
+    pub fn seal(&self, state: &[u8], to: &Binding<'_>) -> String {
+        let bound = self.bound(to);
+        self.codec.seal_with(state, &SealOptions::new().associated_data(&bound).ttl(STATE_TTL))
     }
 
     /// Open sealed state, checking integrity, binding and expiry.
-    pub fn open(&self, sealed: &str, bound_to: &str) -> Result<Vec<u8>, InvalidState> {
-        self.codec.open_with(sealed, self.bound(bound_to).as_bytes()).map_err(|_| InvalidState)
+    pub fn open(&self, sealed: &str, to: &Binding<'_>) -> Result<Vec<u8>, InvalidState> {
+        self.codec.open_with(sealed, &self.bound(to)).map_err(|_| InvalidState)
     }
 
-    fn bound(&self, bound_to: &str) -> String {
-        format!("{}\0{bound_to}", self.scope)
+    /// The associated data: each part length-prefixed, so that no two bindings read alike.
+    fn bound(&self, to: &Binding<'_>) -> Vec<u8> {
+        let mut bound = Vec::new();
+        for part in [&*self.scope, to.method, to.target, to.caller] {
+            bound.extend_from_slice(format!("{}:", part.len()).as_bytes());
+            bound.extend_from_slice(part.as_bytes());
+        }
+        bound.extend_from_slice(&to.arguments.digest());
+        bound
     }
+}
+
+/// The request a `requestState` belongs to. A retry must be the same request: the same
+/// method, tool, prompt or resource, caller and arguments (SEP-2322: state is
+/// attacker-controlled, so a digest of the salient params is bound into it). Nothing is
+/// computed until state is sealed or opened, which few calls do.
+pub struct Binding<'a> {
+    pub method: &'static str,
+    /// The tool's or prompt's name, or the resource's URI.
+    pub target: &'a str,
+    /// The principal's id (empty for anonymous callers).
+    pub caller: &'a str,
+    pub arguments: Arguments<'a>,
+}
+
+/// A request's arguments, as far as a binding needs them.
+pub enum Arguments<'a> {
+    /// None (`resources/read`).
+    None,
+    /// A tool call's arguments, the client's JSON text (an object, already checked).
+    Json(&'a str),
+    /// A prompt's arguments, by name.
+    Strings(&'a [(String, String)]),
+}
+
+impl Arguments<'_> {
+    /// A digest of the arguments' meaning rather than their spelling: a client may send the
+    /// same object again with its keys in another order or other white space.
+    fn digest(&self) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        match self {
+            Arguments::None => hash.update(b"-"),
+            Arguments::Json(text) => match serde_json::from_str::<Value>(text) {
+                Ok(value) => canonical(&mut hash, &value),
+                Err(_) => hash.update(text.as_bytes()),
+            },
+            Arguments::Strings(pairs) => {
+                let mut pairs: Vec<_> = pairs.iter().collect();
+                pairs.sort();
+                hash.update(format!("o{}", pairs.len()));
+                for (name, value) in pairs {
+                    string(&mut hash, name);
+                    string(&mut hash, value);
+                }
+            }
+        }
+        hash.finalize().into()
+    }
+}
+
+/// Feed `value` to `hash` in one spelling: object keys sorted, every item tagged and
+/// length-prefixed, integers by value (`1` and `1.0` alike).
+fn canonical(hash: &mut Sha256, value: &Value) {
+    match value {
+        Value::Null => hash.update(b"n"),
+        Value::Bool(b) => hash.update(if *b { b"t" } else { b"f" }),
+        Value::Number(n) => {
+            // Integral floats within f64's exact range read as the integer they are.
+            const EXACT: f64 = 9_007_199_254_740_992.0;
+            let integral = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= EXACT).map(|f| f as i64);
+            match (n.as_i64(), n.as_u64(), integral) {
+                (Some(i), _, _) | (None, None, Some(i)) => hash.update(format!("i{i};")),
+                (None, Some(u), _) => hash.update(format!("u{u};")),
+                (None, None, None) => hash.update(format!("f{};", n.as_f64().unwrap_or(f64::NAN).to_bits())),
+            }
+        }
+        Value::String(s) => string(hash, s),
+        Value::Array(items) => {
+            hash.update(format!("a{}", items.len()));
+            items.iter().for_each(|item| canonical(hash, item));
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            hash.update(format!("o{}", entries.len()));
+            for (key, value) in entries {
+                string(hash, key);
+                canonical(hash, value);
+            }
+        }
+    }
+}
+
+fn string(hash: &mut Sha256, s: &str) {
+    hash.update(format!("s{}:", s.len()));
+    hash.update(s.as_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn call<'a>(tool: &'a str, caller: &'a str, arguments: &'a str) -> Binding<'a> {
+        Binding { method: "tools/call", target: tool, caller, arguments: Arguments::Json(arguments) }
+    }
+
     #[test]
     fn state_opens_only_where_it_was_sealed() {
         let codec = StateCodec::random();
         let (a, b) = (codec.scoped("a"), codec.scoped("b"));
-        let sealed = a.seal(b"state", "tools/call\0t");
-        assert_eq!(a.open(&sealed, "tools/call\0t").unwrap(), b"state");
-        assert!(b.open(&sealed, "tools/call\0t").is_err(), "another tenant");
-        assert!(a.open(&sealed, "tools/call\0u").is_err(), "another tool");
+        let sealed = a.seal(b"state", &call("t", "", r#"{"x":1}"#));
+        assert_eq!(a.open(&sealed, &call("t", "", r#"{"x":1}"#)).unwrap(), b"state");
+        assert!(b.open(&sealed, &call("t", "", r#"{"x":1}"#)).is_err(), "another tenant");
+        assert!(a.open(&sealed, &call("u", "", r#"{"x":1}"#)).is_err(), "another tool");
+        assert!(a.open(&sealed, &call("t", "\"bob\"", r#"{"x":1}"#)).is_err(), "another caller");
+        assert!(a.open(&sealed, &call("t", "", r#"{"x":2}"#)).is_err(), "other arguments");
+        let prompt =
+            Binding { method: "prompts/get", target: "t", caller: "", arguments: Arguments::Json(r#"{"x":1}"#) };
+        assert!(a.open(&sealed, &prompt).is_err(), "another method");
+    }
+
+    #[test]
+    fn arguments_bind_by_meaning_not_spelling() {
+        let codec = StateCodec::random();
+        let sealed = codec.seal(b"s", &call("t", "", r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}}"#));
+        let respelled = r#"{ "c":{"d":2.5},"b":[true,null,"x"], "a":1.0 }"#;
+        assert_eq!(codec.open(&sealed, &call("t", "", respelled)).unwrap(), b"s");
+        for other in
+            [r#"{"a":1,"b":[true,null,"x"],"c":{"d":2.5},"e":0}"#, r#"{"a":1,"b":[null,true,"x"],"c":{"d":2.5}}"#]
+        {
+            assert!(codec.open(&sealed, &call("t", "", other)).is_err(), "{other}");
+        }
+        let pairs = [("b".to_owned(), "2".to_owned()), ("a".to_owned(), "1".to_owned())];
+        let swapped = [pairs[1].clone(), pairs[0].clone()];
+        let prompt = |p| Binding { method: "prompts/get", target: "p", caller: "", arguments: Arguments::Strings(p) };
+        let sealed = codec.seal(b"s", &prompt(&pairs));
+        assert!(codec.open(&sealed, &prompt(&swapped)).is_ok());
+        assert!(codec.open(&sealed, &prompt(&pairs[..1])).is_err());
+    }
+
+    #[test]
+    fn parts_cannot_run_into_each_other() {
+        let codec = StateCodec::random();
+        let sealed = codec.seal(b"s", &call("a\0b", "c", "{}"));
+        assert!(codec.open(&sealed, &call("a", "b\0c", "{}")).is_err());
     }
 }

@@ -25,7 +25,15 @@ pub enum ClientRoots {
     NotOffered,
     /// The client's roots, canonical. Empty means the client has none: nothing is visible.
     Listed(Arc<[ClientRoot]>),
+    /// The request is not one that sees directories (completion): nothing is visible,
+    /// whatever the grants.
+    Withheld,
 }
+
+/// The most roots of a client's list Capsule looks at: each is resolved on the filesystem
+/// and becomes an open directory for a call, so a list of thousands would hold a thread and
+/// the process's descriptors. Clients list a few (a workspace's folders).
+pub const MAX_ROOTS: usize = 64;
 
 impl ClientRoots {
     /// The client has roots, but none usable: nothing is visible.
@@ -33,12 +41,15 @@ impl ClientRoots {
         ClientRoots::Listed(Arc::new([]))
     }
 
-    /// Resolve the `file://` URIs a client listed. Other schemes, paths that do not exist or
-    /// are not directories, and non-local hosts are dropped with a log line.
+    /// Resolve the `file://` URIs a client listed, the first [`MAX_ROOTS`] of them. Other
+    /// schemes, paths that do not exist or are not directories, and non-local hosts are
+    /// dropped with a log line; a directory listed twice counts once.
     pub fn from_uris<'a>(roots: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> ClientRoots {
-        let mut resolved = Vec::new();
-        for (uri, name) in roots {
+        let mut resolved: Vec<ClientRoot> = Vec::new();
+        let mut roots = roots.into_iter();
+        for (uri, name) in roots.by_ref().take(MAX_ROOTS) {
             match local_path(uri).map(|path| std::fs::canonicalize(&path).map(|p| (path, p))) {
+                Some(Ok((_, canonical))) if resolved.iter().any(|r| r.path == canonical) => {}
                 Some(Ok((_, canonical))) if canonical.is_dir() => {
                     resolved.push(ClientRoot { path: canonical, name: name.map(str::to_owned) })
                 }
@@ -46,6 +57,10 @@ impl ClientRoots {
                 Some(Err(e)) => tracing::debug!("client root {uri} cannot be resolved ({e}); ignored"),
                 None => tracing::debug!("client root {uri} is not a local file URI; ignored"),
             }
+        }
+        let beyond = roots.count();
+        if beyond > 0 {
+            tracing::warn!("the client listed {} roots; only the first {MAX_ROOTS} are used", MAX_ROOTS + beyond);
         }
         ClientRoots::Listed(resolved.into())
     }
@@ -116,6 +131,7 @@ impl Grants {
     /// their own host paths, so the paths the model knows from the client work unchanged.
     pub fn mounts(&self, roots: &ClientRoots) -> Vec<Mount> {
         let listed = match roots {
+            ClientRoots::Withheld => return Vec::new(),
             ClientRoots::Listed(listed) if self.roots => listed,
             _ => {
                 return self
@@ -215,6 +231,25 @@ mod tests {
         assert!(g.mounts(&listed(&[Path::new("/srvx")])).is_empty());
         let fixed = grants(&[(srv, false)], false);
         assert_eq!(hosts(&fixed.mounts(&listed(&[home]))), vec![(srv, false)]);
+        // Completion sees nothing, narrowed to roots or not.
+        assert!(fixed.mounts(&ClientRoots::Withheld).is_empty() && g.mounts(&ClientRoots::Withheld).is_empty());
+    }
+
+    #[test]
+    fn a_long_list_of_roots_is_cut_to_the_first_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let uris: Vec<String> = (0..MAX_ROOTS + 10)
+            .map(|n| {
+                std::fs::create_dir(real.join(format!("d{n}"))).unwrap();
+                format!("file://{}/d{n}", real.display())
+            })
+            .collect();
+        let ClientRoots::Listed(roots) = ClientRoots::from_uris(uris.iter().map(|u| (u.as_str(), None))) else {
+            panic!()
+        };
+        assert_eq!(roots.len(), MAX_ROOTS);
+        assert_eq!(roots[MAX_ROOTS - 1].path, real.join(format!("d{}", MAX_ROOTS - 1)));
     }
 
     #[test]
@@ -228,7 +263,7 @@ mod tests {
         let ClientRoots::Listed(roots) = ClientRoots::from_uris(inputs.iter().map(|u| (u.as_str(), Some("n")))) else {
             panic!()
         };
-        assert_eq!(roots.iter().map(|r| r.path.clone()).collect::<Vec<_>>(), vec![real.join("a b"), real.join("a b")]);
+        assert_eq!(roots.iter().map(|r| r.path.clone()).collect::<Vec<_>>(), vec![real.join("a b")]);
         assert_eq!(local_path("file://localhost/tmp").unwrap(), Path::new("/tmp"));
         assert!(local_path("file://otherhost/tmp").is_none());
         assert!(local_path("file:///a%00b").is_none());

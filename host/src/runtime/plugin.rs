@@ -462,7 +462,7 @@ impl Plugin {
         let ix = self.completion.as_ref().ok_or(CallError::Unsupported("completion"))?;
         // Completion is for typing hints: it sees no directories.
         let outcome = self
-            .run(Charge::Caller, &ClientRoots::none(), events, |store, instance, _| {
+            .run(Charge::Caller, &ClientRoots::Withheld, events, |store, instance, _| {
                 Box::pin(async move {
                     ix.load(&mut *store, instance)?.call_complete(store, reference, argument, value, context).await
                 })

@@ -43,6 +43,14 @@ pub struct Queue {
     batching: Batching,
 }
 
+/// Bytes the queue holds at most, whatever the spans' count: more spans are dropped.
+const MAX_QUEUED_BYTES: usize = 32 << 20;
+
+/// Buffer capacity kept between spans and between exports: a burst of large spans is not
+/// held for good.
+const KEPT_ENCODED: usize = 64 << 10;
+const KEPT_QUEUE: usize = 4 << 20;
+
 thread_local! {
     /// A span encoded on this thread, before it joins the queue.
     static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -71,16 +79,18 @@ impl Queue {
             encoded.clear();
             otlp::encode_span(encoded, span);
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            if pending.ends.len() >= self.batching.max_queue {
+            if pending.ends.len() >= self.batching.max_queue || pending.bytes.len() + encoded.len() > MAX_QUEUED_BYTES {
                 pending.dropped += 1;
-                return;
+            } else {
+                pending.bytes.extend_from_slice(encoded);
+                let end = pending.bytes.len();
+                pending.ends.push(end);
+                if pending.ends.len() == self.batching.max_batch {
+                    self.ready.notify_one();
+                }
             }
-            pending.bytes.extend_from_slice(encoded);
-            let end = pending.bytes.len();
-            pending.ends.push(end);
-            if pending.ends.len() == self.batching.max_batch {
-                self.ready.notify_one();
-            }
+            drop(pending);
+            encoded.shrink_to(KEPT_ENCODED);
         });
     }
 
@@ -88,6 +98,7 @@ impl Queue {
     /// buffers it sent, so that they are not grown again from nothing on the workers.
     fn swap(&self, mut spare: Pending) -> Pending {
         spare.bytes.clear();
+        spare.bytes.shrink_to(KEPT_QUEUE);
         spare.ends.clear();
         spare.dropped = 0;
         std::mem::replace(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()), spare)
@@ -232,8 +243,9 @@ impl Health {
     fn dropped(&mut self, dropped: u64, max_queue: usize) {
         if dropped > 0 && !self.dropping {
             tracing::warn!(
-                "{dropped} spans were dropped: more than {max_queue} were waiting for export \
-                 (OTEL_BSP_MAX_QUEUE_SIZE); later drops are logged at debug level"
+                "{dropped} spans were dropped: more than {max_queue} (OTEL_BSP_MAX_QUEUE_SIZE), or \
+                 more than {} MiB, were waiting for export; later drops are logged at debug level",
+                MAX_QUEUED_BYTES >> 20
             );
         } else if dropped > 0 {
             tracing::debug!("{dropped} more spans were dropped: the export queue was full");

@@ -26,6 +26,18 @@ pub(super) const METHODS: &[&str] = &[
 /// The protocol revisions Capsule speaks: any other is counted as `unsupported`.
 pub(super) const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
+/// The name a request's method goes by in metrics and spans: one Capsule answers, or
+/// `other` (a client's own method names would make series and span names without end).
+pub fn method_name(method: &str) -> &'static str {
+    bounded(method, METHODS, "other")
+}
+
+/// The name a protocol revision goes by in metrics and spans: one Capsule speaks, or
+/// `unsupported`.
+pub fn version_name(version: &str) -> &'static str {
+    bounded(version, VERSIONS, "unsupported")
+}
+
 /// One of `set`, or `fallback`: a label value that cannot be chosen by a client.
 pub(super) fn bounded(value: &str, set: &[&'static str], fallback: &'static str) -> &'static str {
     set.iter().find(|known| **known == value).copied().unwrap_or(fallback)

@@ -142,12 +142,16 @@ fn text_line(out: &mut String, ansi: bool, event: &Event<'_>, metadata: &Metadat
     out.push('\n');
 }
 
+/// Whether `c` ends a line for a terminal or a log reader.
+pub(super) fn breaks(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{b}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
 /// Escape the line breaks `out` holds from `start`, so that a record is one line however many
 /// its message has: a plugin's stderr, a crash's backtrace or a client's text then cannot start
 /// a line that passes for a record of its own. (Span fields are escaped already, as `Debug`
 /// writes strings; the message and `%` fields are written as they are.)
-fn one_line(out: &mut String, start: usize) {
-    let breaks = |c: char| matches!(c, '\n' | '\r' | '\u{b}' | '\u{85}' | '\u{2028}' | '\u{2029}');
+pub(super) fn one_line(out: &mut String, start: usize) {
     if !out[start..].contains(breaks) {
         return;
     }

@@ -21,8 +21,8 @@ use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{
-    CallLabels, LoadLabels, METHODS, OperationLabels, PluginLabels, ResultLabels, SessionLabels, TenantLabels,
-    ToolLabels, TrafficLabels, VERSIONS, bounded,
+    self, CallLabels, LoadLabels, OperationLabels, PluginLabels, ResultLabels, SessionLabels, TenantLabels, ToolLabels,
+    TrafficLabels,
 };
 use super::sharded::{Counter, Gauge, Histogram};
 
@@ -273,11 +273,11 @@ impl Metrics {
     /// Record one answered request.
     pub fn operation(&self, op: &Operation<'_>, took: Duration) {
         let labels = OperationLabels {
-            mcp_method_name: bounded(op.method, METHODS, "other"),
+            mcp_method_name: labels::method_name(op.method),
             gen_ai_tool_name: op.tool.clone(),
             error_type: op.error.clone(),
             network_transport: op.transport,
-            mcp_protocol_version: op.version.map_or("", |v| bounded(v, VERSIONS, "unsupported")),
+            mcp_protocol_version: op.version.map_or("", labels::version_name),
         };
         RECENT.with_borrow_mut(|recent| {
             let found = recent.iter().position(|(id, seen, _)| *id == self.id && *seen == labels);
@@ -301,7 +301,7 @@ impl Metrics {
         self.sessions_open.get_or_create(&TenantLabels { tenant: tenant.to_owned() }).dec();
         let labels = SessionLabels {
             network_transport: transport,
-            mcp_protocol_version: version.map_or("", |v| bounded(v, VERSIONS, "unsupported")),
+            mcp_protocol_version: version.map_or("", labels::version_name),
         };
         self.sessions_ended.get_or_create(&labels).observe(lasted.as_secs_f64());
     }
@@ -490,6 +490,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::labels::METHODS;
 
     #[test]
     fn client_chosen_strings_never_become_label_values() {

@@ -25,6 +25,7 @@ mod traces;
 mod w3c;
 
 pub use fields::TextFields;
+pub use labels::{method_name, version_name};
 pub use logs::LogStyle;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{HostCheck, Scrape, respond, serve};

@@ -16,7 +16,7 @@ pub struct SpanRecord {
     pub parent_id: [u8; 8],
     /// Whether the parent is a client's span, named by its trace context.
     pub remote_parent: bool,
-    pub trace_state: Option<Box<str>>,
+    pub trace_state: Option<std::sync::Arc<str>>,
     /// A [`Value::Str`] or a [`Value::Spanned`].
     pub name: Value,
     /// The text the span's [`Value::Spanned`] values point into: one buffer a span, rather
@@ -143,12 +143,12 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
         bytes(out, 1, &span.trace_id);
         bytes(out, 2, &span.span_id);
         if let Some(state) = &span.trace_state {
-            bytes(out, 3, state.as_bytes());
+            text(out, 3, state);
         }
         if span.parent_id != [0; 8] {
             bytes(out, 4, &span.parent_id);
         }
-        bytes(out, 5, span.name.as_str(&span.text).as_bytes());
+        text(out, 5, span.name.as_str(&span.text));
         varint_field(out, 6, span.kind as u64);
         fixed64(out, 7, span.start);
         fixed64(out, 8, span.end);
@@ -161,7 +161,7 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
         for event in &span.events {
             nested(out, 11, |out| {
                 fixed64(out, 1, event.time);
-                bytes(out, 2, event.name.as_bytes());
+                text(out, 2, &event.name);
                 for attribute in &event.attributes {
                     key_value(out, 3, attribute, "");
                 }
@@ -178,7 +178,7 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
             Status::Ok => nested(out, 15, |out| varint_field(out, 3, 1)),
             Status::Error(message) => nested(out, 15, |out| {
                 if !message.is_empty() {
-                    bytes(out, 2, message.as_bytes());
+                    text(out, 2, message);
                 }
                 varint_field(out, 3, 2);
             }),
@@ -252,6 +252,20 @@ fn fixed64(out: &mut Vec<u8>, field: u32, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
+/// The most bytes of one string (a name, an attribute's value, a status message) a span
+/// carries: the rest is cut, as OpenTelemetry's attribute value length limit does, so that
+/// no one string can make a span, a batch or the queue large.
+pub const MAX_TEXT: usize = 4096;
+
+/// A string field, cut to [`MAX_TEXT`] bytes at a character boundary.
+fn text(out: &mut Vec<u8>, field: u32, value: &str) {
+    let mut end = value.len().min(MAX_TEXT);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    bytes(out, field, &value.as_bytes()[..end]);
+}
+
 fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
     key(out, field, LEN);
     varint(out, value.len() as u64);
@@ -274,12 +288,12 @@ fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
-/// An attribute; `text` is the span's, for [`Value::Spanned`] values.
-fn key_value(out: &mut Vec<u8>, field: u32, attribute: &Attribute, text: &str) {
+/// An attribute; `span_text` is the span's, for [`Value::Spanned`] values.
+fn key_value(out: &mut Vec<u8>, field: u32, attribute: &Attribute, span_text: &str) {
     nested(out, field, |out| {
-        bytes(out, 1, attribute.key.as_bytes());
+        text(out, 1, &attribute.key);
         nested(out, 2, |out| match &attribute.value {
-            value @ (Value::Str(_) | Value::Spanned(..)) => bytes(out, 1, value.as_str(text).as_bytes()),
+            value @ (Value::Str(_) | Value::Spanned(..)) => text(out, 1, value.as_str(span_text)),
             Value::Bool(value) => varint_field(out, 2, u64::from(*value)),
             Value::Int(value) => varint_field(out, 3, *value as u64),
             Value::Double(value) => fixed64(out, 4, value.to_bits()),
@@ -334,5 +348,21 @@ mod tests {
         wanted.extend([0x85, 0x01, 0x01, 0x01, 0, 0]);
         wanted[1] = (wanted.len() - 2) as u8;
         assert_eq!(out, wanted);
+    }
+
+    #[test]
+    fn long_strings_are_cut_at_a_character_boundary() {
+        let long = format!("a{}", "é".repeat(MAX_TEXT));
+        let span = SpanRecord {
+            name: Value::Str(long.clone().into()),
+            attributes: vec![Attribute { key: "k".into(), value: Value::Str(long.into()) }],
+            ..SpanRecord::default()
+        };
+        let mut out = Vec::new();
+        encode_span(&mut out, &span);
+        assert!(out.len() < 2 * MAX_TEXT + 100, "{}", out.len());
+        let cut = format!("a{}", "é".repeat((MAX_TEXT - 1) / 2));
+        let found = out.windows(cut.len()).filter(|w| *w == cut.as_bytes()).count();
+        assert_eq!(found, 2, "the name and the value, each cut to {} bytes", cut.len());
     }
 }

@@ -94,21 +94,27 @@ impl SpanRecorder {
         SpanRecorder { queue, sampler, limits }
     }
 
-    /// Whether a span or event is recorded: Capsule's own spans, and its events at info and
-    /// above (debug events would be most of the bytes and tell an operator little).
+    /// Whether a span or event is recorded: Capsule's own spans that name themselves for
+    /// the exporter (`otel.name`; the others, such as a loader's `tenant`, only give log
+    /// records their context), and its events at info and above (debug events would be most
+    /// of the bytes and tell an operator little).
     pub fn wants(metadata: &tracing::Metadata<'_>) -> bool {
-        metadata.target().starts_with("capsule") && (metadata.is_span() || *metadata.level() <= Level::INFO)
+        metadata.target().starts_with("capsule")
+            && match metadata.is_span() {
+                true => metadata.fields().field("otel.name").is_some(),
+                false => *metadata.level() <= Level::INFO,
+            }
     }
 
     /// Fill `live` (empty, perhaps with room from an earlier span) with what a span starting
     /// with `attrs` keeps while it is open, under the nearest recorded span `parent` (its
     /// trace id, span id and sampled flag); a root span takes the trace
     /// [`TraceContext::root`] is starting, or a new one.
-    pub(super) fn open(&self, live: &mut Live, attrs: &Attributes<'_>, parent: Option<([u8; 16], [u8; 8], bool)>) {
+    pub(super) fn open(&self, live: &mut Live, attrs: &Attributes<'_>, parent: Option<Parent>) {
         let record = &mut live.record;
         let sampled = match parent {
-            Some((trace_id, parent_id, sampled)) => {
-                (record.trace_id, record.parent_id) = (trace_id, parent_id);
+            Some(Parent { trace_id, span_id, sampled, state }) => {
+                (record.trace_id, record.parent_id, record.trace_state) = (trace_id, span_id, state);
                 sampled
             }
             None => {
@@ -204,11 +210,25 @@ impl Live {
         self.sampled = false;
     }
 
-    /// What a child span takes from this one: the trace id, this span's id and whether the
-    /// trace is sampled.
-    pub(super) fn as_parent(&self) -> ([u8; 16], [u8; 8], bool) {
-        (self.record.trace_id, self.record.span_id, self.sampled)
+    /// What a child span takes from this one.
+    pub(super) fn as_parent(&self) -> Parent {
+        Parent {
+            trace_id: self.record.trace_id,
+            span_id: self.record.span_id,
+            sampled: self.sampled,
+            state: self.record.trace_state.clone(),
+        }
     }
+}
+
+/// What a child span takes from its parent: the trace id, the parent's span id, whether the
+/// trace is sampled, and the trace's `tracestate` (W3C: it belongs to the trace, so every
+/// span of it carries the client's).
+pub(super) struct Parent {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    sampled: bool,
+    state: Option<Arc<str>>,
 }
 
 /// The trace a root span belongs to: the client's, when its W3C trace context is valid, else

@@ -71,7 +71,8 @@ pub fn dispatch(filter: LogFilter, style: LogStyle, recorder: Option<SpanRecorde
         LogFilter::Targets(targets) => return Dispatch::new(Telemetry::new(targets, style, recorder, out)),
         LogFilter::Scoped(filter) => filter,
     };
-    let logs = tracing_subscriber::fmt::layer().with_writer(move || Out(out.clone()));
+    let text = matches!(style, LogStyle::Text { .. });
+    let logs = tracing_subscriber::fmt::layer().with_writer(move || Out { out: out.clone(), text });
     let logs = match style {
         LogStyle::Text { ansi } => logs.fmt_fields(super::TextFields).with_ansi(ansi).boxed(),
         // Spans' fields ride along in each record, so a shipper can group a request's lines.
@@ -86,12 +87,27 @@ pub fn dispatch(filter: LogFilter, style: LogStyle, recorder: Option<SpanRecorde
     Dispatch::new(tracing_subscriber::registry().with(logs.with_filter(filter)).with(recorded))
 }
 
-/// A [`LogOut`] as the writer `tracing-subscriber`'s formatter takes.
-struct Out(LogOut);
+/// A [`LogOut`] as the writer `tracing-subscriber`'s formatter takes. It writes each record
+/// in one call; a text record's line breaks are escaped there, as Capsule's own writer does
+/// (`logs::one_line`), so that a plugin's stderr or a client's text cannot start a line
+/// that passes for a record under a span or field filter either.
+struct Out {
+    out: LogOut,
+    text: bool,
+}
 
 impl std::io::Write for Out {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        (self.0)(bytes);
+        let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        match std::str::from_utf8(body) {
+            Ok(record) if self.text && record.contains(super::logs::breaks) => {
+                let mut line = record.to_owned();
+                super::logs::one_line(&mut line, 0);
+                line.push('\n');
+                (self.out)(line.as_bytes());
+            }
+            _ => (self.out)(bytes),
+        }
         Ok(bytes.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -466,6 +482,22 @@ mod tests {
         assert!(matches!(LogFilter::new(Some("info,[request]=debug".into())), LogFilter::Scoped(_)));
         assert_eq!(passed(Some("info,[request]=debug")), 2);
         assert_eq!(passed(Some("capsule=loud")), 1);
+    }
+
+    #[test]
+    fn a_record_is_one_line_under_any_filter() {
+        let forged = || {
+            let message = "crashed:\n2026-12-06T00:00:00Z ERROR capsule::admin: FORGED\r\u{2028}end";
+            tracing::warn!(target: "capsule::runtime", "{message}");
+        };
+        for directives in ["info", "info,[request]=debug"] {
+            let written = lines(LogFilter::new(Some(directives.into())), LogStyle::Text { ansi: false }, forged);
+            assert_eq!(written.len(), 1, "{directives}: {written:?}");
+            assert!(
+                written[0].contains("crashed:\\n2026-12-06") && written[0].ends_with("\\r\\u{2028}end"),
+                "{written:?}"
+            );
+        }
     }
 
     /// Spans in and out of the log, a parent named and one taken from the context, fields

@@ -11,7 +11,7 @@ pub struct RemoteParent {
     /// The client's sampled flag.
     pub sampled: bool,
     /// The client's `tracestate`, kept only when it is well formed.
-    pub state: Option<Box<str>>,
+    pub state: Option<std::sync::Arc<str>>,
 }
 
 /// Parse `traceparent` (and `tracestate`, dropped alone when malformed).
@@ -68,23 +68,38 @@ pub fn trace_id_digits(id: &[u8; 16]) -> [u8; 32] {
 }
 
 /// At most 32 `key=value` members, comma-separated (empty members and blanks around them
-/// allowed), keys of `a-z0-9_-*/@`, values of printable ASCII without `,` and `=`, and 512
-/// characters in all.
+/// allowed), each key once, and 512 characters in all. A key is a simple key (a lowercase
+/// letter, then up to 255 of `a-z0-9_-*/`) or `tenant@system` (up to 241 and 14 of those,
+/// the tenant starting with a letter or digit, the system with a letter); a value is up to
+/// 256 printable ASCII characters other than `,` and `=`, not ending in a space.
 fn well_formed_state(state: &str) -> bool {
-    let mut members = 0;
+    let mut keys: Vec<&str> = Vec::new();
     state.len() <= 512
         && state.split(',').map(|m| m.trim_matches([' ', '\t'])).filter(|m| !m.is_empty()).all(|member| {
-            members += 1;
             let Some((key, value)) = member.split_once('=') else { return false };
-            let key_ok = !key.is_empty()
-                && key.len() <= 256
-                && key.bytes().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/' | b'@'));
             let value_ok = !value.is_empty()
                 && value.len() <= 256
                 && value.bytes().all(|c| (0x20..=0x7e).contains(&c) && c != b',' && c != b'=')
                 && !value.ends_with(' ');
-            members <= 32 && key_ok && value_ok
+            let fresh = !keys.contains(&key);
+            keys.push(key);
+            keys.len() <= 32 && fresh && state_key(key) && value_ok
         })
+}
+
+fn state_key(key: &str) -> bool {
+    let rest = |part: &str, most: usize| {
+        part.len() <= most && part.bytes().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/'))
+    };
+    match key.split_once('@') {
+        None => key.starts_with(|c: char| c.is_ascii_lowercase()) && rest(key, 256),
+        Some((tenant, system)) => {
+            tenant.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && rest(tenant, 241)
+                && system.starts_with(|c: char| c.is_ascii_lowercase())
+                && rest(system, 14)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,8 +136,14 @@ mod tests {
             assert_eq!(parse(&bad, None), None, "{bad:?}");
         }
         let long = format!("k={}", "v".repeat(300));
-        for bad in ["k", "=v", "K=v", "k=a,b=c=d", &"k=v,".repeat(33), &long] {
+        let many = (0..33).map(|n| format!("k{n}=v")).collect::<Vec<_>>().join(",");
+        let bad_states = ["k", "=v", "K=v", "k=a,b=c=d", &many, &long, "a=1,a=2", "_k=v", "*k=v", "@k=v", "1k=v"];
+        let bad_tenants = ["a@b@c=v", "t@fifteen-chars-x=v", "t@1sys=v", "_t@sys=v", "t@=v"];
+        for bad in bad_states.iter().chain(&bad_tenants) {
             assert_eq!(parse(PARENT, Some(bad)).unwrap().state, None, "{bad:?}");
+        }
+        for good in ["a=1,b=2", "1tenant@sys=v", "t@fourteen-chars=v", "k0=v, k1=w"] {
+            assert_eq!(parse(PARENT, Some(good)).unwrap().state.as_deref(), Some(good), "{good:?}");
         }
     }
 }

@@ -201,13 +201,29 @@ impl View {
 /// A label value as the terminal shows it: control characters escaped (`\u{1b}`), so that a
 /// metrics endpoint cannot move the cursor, clear the screen or retitle the window.
 fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    // Control characters, and the bidirectional overrides that would reorder the columns.
+    let unsafe_ = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_) {
         return text.into();
     }
     text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .map(|c| if unsafe_(c) { c.escape_default().to_string() } else { c.to_string() })
         .collect::<String>()
         .into()
+}
+
+/// The most bytes of one scrape read: Capsule's own `/metrics` is kilobytes a plugin, and an
+/// endpoint that never ends must not fill the operator's memory.
+const MAX_SCRAPE: usize = 64 << 20;
+
+/// A response's body as text, refused past `limit` bytes.
+async fn read_within(mut response: reqwest::Response, limit: usize) -> Result<String> {
+    let Some(body) = crate::bounded::body(&mut response, limit).await? else {
+        bail!("the answer is longer than {} MiB", limit >> 20);
+    };
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// The `q` quantile of a cumulative histogram, interpolated within its bucket as Prometheus's
@@ -223,10 +239,11 @@ fn quantile(q: f64, buckets: &[(f64, f64)]) -> Option<Duration> {
     for &(bound, count) in buckets {
         if count >= rank {
             if bound.is_infinite() {
-                return Some(Duration::from_secs_f64(lower));
+                return Duration::try_from_secs_f64(lower).ok();
             }
             let within = if count > below { (rank - below) / (count - below) } else { 1.0 };
-            return Some(Duration::from_secs_f64(lower + (bound - lower) * within));
+            // A bound no duration can hold (a hostile or broken endpoint's) gives none.
+            return Duration::try_from_secs_f64(lower + (bound - lower) * within).ok();
         }
         (lower, below) = (bound, count);
     }
@@ -286,7 +303,7 @@ pub async fn run(args: TopArgs) -> Result<()> {
             let to = response.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok()).unwrap_or("?");
             bail!("{} answered {status}, a redirect to {to}: not followed; give that URL itself", args.url);
         }
-        let text = response.text().await?;
+        let text = read_within(response, MAX_SCRAPE).await.with_context(|| format!("reading {}", args.url))?;
         if !status.is_success() {
             bail!("{} answered {status}: {}", args.url, text.trim());
         }
@@ -369,11 +386,17 @@ mod tests {
         assert!((beyond - 0.1).abs() < 1e-9, "{beyond}");
         assert_eq!(quantile(0.5, &[(0.1, 0.0), (f64::INFINITY, 0.0)]), None);
         assert_eq!(quantile(0.5, &[]), None);
+        // Bounds no duration holds, as a hostile endpoint may send, give none and no panic.
+        assert_eq!(quantile(0.5, &[(1e300, 4.0), (f64::INFINITY, 4.0)]), None);
+        assert_eq!(quantile(0.5, &[(1e20, 0.0), (f64::INFINITY, 4.0)]), None);
+        assert_eq!(quantile(0.5, &[(-5.0, 4.0), (f64::INFINITY, 4.0)]), None);
     }
 
     #[test]
     fn label_values_reach_the_terminal_without_control_characters() {
         assert!(matches!(printable("calc"), std::borrow::Cow::Borrowed("calc")));
         assert_eq!(printable("tk\u{1b}]0;PWNED\u{7}\u{1b}[2J"), "tk\\u{1b}]0;PWNED\\u{7}\\u{1b}[2J");
+        assert_eq!(printable("add\u{202e}lave"), "add\\u{202e}lave");
+        assert!(matches!(printable("café"), std::borrow::Cow::Borrowed("café")));
     }
 }

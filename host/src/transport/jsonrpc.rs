@@ -247,7 +247,8 @@ const MAX_MESSAGE_BYTES: usize = 2048;
 pub fn error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
     let shortened;
     let error = if error.message.len() > MAX_MESSAGE_BYTES {
-        let end = error.message.floor_char_boundary(MAX_MESSAGE_BYTES);
+        // Room for the ellipsis, so that the message is at most the limit in all.
+        let end = error.message.floor_char_boundary(MAX_MESSAGE_BYTES - '…'.len_utf8());
         shortened = ErrorData { message: format!("{}…", &error.message[..end]).into(), ..error.clone() };
         &shortened
     } else {
@@ -423,7 +424,7 @@ mod tests {
         let long = ErrorData::invalid_params(format!("invalid cursor \"{}\"", "é".repeat(100_000)), None);
         let failed: Value = serde_json::from_slice(&error(None, &long)).unwrap();
         let message = failed["error"]["message"].as_str().unwrap();
-        assert!(message.len() <= MAX_MESSAGE_BYTES + 3 && message.ends_with("é…"), "{} bytes", message.len());
+        assert!(message.len() <= MAX_MESSAGE_BYTES && message.ends_with("é…"), "{} bytes", message.len());
         let note: Value = serde_json::from_slice(&outgoing(None, &json!({"method": "m"})).unwrap()).unwrap();
         assert_eq!(note, json!({"jsonrpc": "2.0", "method": "m"}));
         let ask: Value = serde_json::from_slice(

@@ -39,6 +39,12 @@ impl Answer {
     pub fn one(status: StatusCode, message: Vec<u8>) -> Answer {
         Answer { status, challenge: None, messages: vec![message], batch: false }
     }
+
+    /// A request left unanswered (it was cancelled): an SSE stream that ends with nothing
+    /// in it, the one way to say no more to a request over HTTP.
+    pub fn unanswered() -> Answer {
+        Answer { status: StatusCode::OK, challenge: None, messages: Vec::new(), batch: false }
+    }
 }
 
 /// The scope an error says its request lacked ([`INSUFFICIENT_SCOPE`]).
@@ -106,7 +112,8 @@ where
             None => sse::response(Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() }),
         },
         answer = &mut work => match answer.messages.len() {
-            0 => StatusCode::ACCEPTED.into_response(),
+            0 if answer.batch => StatusCode::ACCEPTED.into_response(),
+            0 => sse::response(futures::stream::empty()),
             1 if !answer.batch => {
                 let mut response = json(answer.status, answer.messages.into_iter().next().unwrap_or_default());
                 if let Some(challenge) = answer.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {

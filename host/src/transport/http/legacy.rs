@@ -240,8 +240,14 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
                 Box::pin(async move {
                     // Touched before the request leaves the in-flight map, so that no expiry
                     // sweep between sees it neither answering nor freshly seen.
-                    let _marks = (Answered(session.clone()), in_flight);
-                    Some(match session.server.request(&method, params.as_deref(), &front).await {
+                    let marks = (Answered(session.clone()), in_flight);
+                    let answer = session.server.request(&method, params.as_deref(), &front).await;
+                    // A cancelled request is not answered (nor is one its session's end
+                    // stopped): the client has stopped waiting for it.
+                    if marks.1.token().is_cancelled() {
+                        return None;
+                    }
+                    Some(match answer {
                         Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
                         Err(error) => Written {
                             message: jsonrpc::error(Some(&front.id), &error),
@@ -295,8 +301,9 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>, resumable:
         OneOf::Request(work, notes) => {
             let auth = auth.cloned();
             let work = async move {
-                let (message, needed) = work.await.map(|w| (w.message, w.needed_scope)).unwrap_or_default();
-                exchange::refused_for_scope(Answer::one(StatusCode::OK, message), needed, auth.as_deref())
+                let Some(written) = work.await else { return Answer::unanswered() };
+                let answer = Answer::one(StatusCode::OK, written.message);
+                exchange::refused_for_scope(answer, written.needed_scope, auth.as_deref())
             };
             exchange::respond(work, notes, OnDrop::Detach, resumable).await
         }
