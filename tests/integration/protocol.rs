@@ -300,6 +300,25 @@ async fn input_required_round_trip_with_sealed_state() {
     let third = third.response(5)["result"].clone();
     assert_eq!(third["resultType"], "complete", "{third}");
     assert_eq!(first_text(&third), "Alice likes blue");
+
+    // Each state is good for one retry: replayed, even by its own caller with the same
+    // request, it is refused (SEP-2322's single use), and the refusal says why.
+    for (id, state, key, answer) in
+        [(6, &state, "user_name", json!({"name": "Alice"})), (7, &state2, "favorite_color", json!({"color": "red"}))]
+    {
+        let replayed = client
+            .modern(
+                id,
+                "tools/call",
+                json!({"name": tool, "arguments": {}, "requestState": state,
+                "inputResponses": {key: {"action": "accept", "content": answer}}}),
+                ALL_CAPS(),
+            )
+            .await;
+        let error = &replayed.response(id)["error"];
+        assert_eq!(error["code"], -32602, "{}", replayed.body);
+        assert!(error["message"].as_str().unwrap().contains("used already"), "{error}");
+    }
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use super::convert;
 use super::request::ClientLink;
 use super::roots::ROOTS_KEY;
-use super::state::{Binding, StateCodec};
+use super::state::{Binding, InvalidState, StateCodec};
 use crate::runtime::types as wit;
 
 /// How long a legacy client may take to answer one elicitation, sampling or roots request.
@@ -102,8 +102,19 @@ pub fn retry_context(
     codec: &StateCodec,
     bound_to: &Binding<'_>,
 ) -> Result<wit::RequestContext, ErrorData> {
-    let state = state.map(|s| codec.open(s, bound_to)).transpose().map_err(|_| {
-        ErrorData::invalid_params("requestState is invalid, expired, or belongs to another request", None)
+    let state = state.map(|s| codec.open(s, bound_to)).transpose().map_err(|e| {
+        ErrorData::invalid_params(
+            match e {
+                InvalidState::Rejected => "requestState is invalid, expired, or belongs to another request",
+                InvalidState::Used => {
+                    "requestState was used already: each is good for one retry; send the request again without it"
+                }
+                InvalidState::Busy => {
+                    "too many retries are held for reuse checks; send the request again without requestState later"
+                }
+            },
+            None,
+        )
     })?;
     let responses = responses
         .map(|r| {

@@ -1,9 +1,11 @@
 //! Integrity protection for plugin state that travels through a 2026-07-28 client as
 //! `requestState`: HMAC-sealed, bound to the tenant and the request it belongs to (method,
-//! tool, prompt or resource, caller, and a digest of the arguments), and short-lived.
+//! tool, prompt or resource, caller, and a digest of the arguments), short-lived, and opened
+//! once.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{RequestStateCodec, SealOptions};
 use serde_json::Value;
@@ -12,23 +14,38 @@ use sha2::{Digest, Sha256};
 /// How long a client may take between an `input_required` answer and its retry.
 const STATE_TTL: Duration = Duration::from_secs(15 * 60);
 
+/// The most states of one scope (tenant) held as spent at once: a scope that retries faster
+/// than this within [`STATE_TTL`] (about 70 a second) has its further retries refused until
+/// older ones expire, rather than letting any state open twice. A few MiB when full.
+const MAX_SPENT: usize = 1 << 16;
+
 /// Seals and opens `requestState`. Cheap to clone.
 #[derive(Clone)]
 pub struct StateCodec {
     codec: Arc<RequestStateCodec>,
     /// Whose state this codec seals (a tenant): state sealed for one scope opens in no other.
     scope: Arc<str>,
+    /// The states opened within their lifetime, shared by every scope of the process, so
+    /// that a tenant started again does not forget what its states were.
+    spent: Arc<Spent>,
 }
 
-/// The state was forged, tampered with, expired, or belongs to another request.
-#[derive(Debug)]
-pub struct InvalidState;
+/// Why sealed state does not open.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InvalidState {
+    /// Forged, tampered with, expired, or belonging to another request.
+    Rejected,
+    /// Opened before: a retry's state is good for one retry (SEP-2322's single use).
+    Used,
+    /// The scope has too many states held as spent to take another yet.
+    Busy,
+}
 
 impl StateCodec {
     /// A codec with the given key (at least 32 bytes; replicas must share it).
     pub fn new(key: Vec<u8>) -> Result<Self, String> {
         RequestStateCodec::try_new(key)
-            .map(|codec| StateCodec { codec: Arc::new(codec), scope: "".into() })
+            .map(|codec| StateCodec { codec: Arc::new(codec), scope: "".into(), spent: Arc::default() })
             .map_err(|e| e.to_string())
     }
 
@@ -40,7 +57,7 @@ impl StateCodec {
 
     /// The same key, sealing for `scope` alone.
     pub fn scoped(&self, scope: &str) -> StateCodec {
-        StateCodec { codec: self.codec.clone(), scope: scope.into() }
+        StateCodec { codec: self.codec.clone(), scope: scope.into(), spent: self.spent.clone() }
     }
 
     /// Seal plugin state, bound to this codec's scope and to the request `to`.
@@ -49,9 +66,13 @@ impl StateCodec {
         self.codec.seal_with(state, &SealOptions::new().associated_data(&bound).ttl(STATE_TTL))
     }
 
-    /// Open sealed state, checking integrity, binding and expiry.
+    /// Open sealed state, checking integrity, binding and expiry, and that it was not opened
+    /// before. Only state that opens is spent: a forgery or a stolen state retried by
+    /// another caller cannot use up its owner's.
     pub fn open(&self, sealed: &str, to: &Binding<'_>) -> Result<Vec<u8>, InvalidState> {
-        self.codec.open_with(sealed, &self.bound(to)).map_err(|_| InvalidState)
+        let state = self.codec.open_with(sealed, &self.bound(to)).map_err(|_| InvalidState::Rejected)?;
+        self.spent.spend(&self.scope, sealed, Instant::now())?;
+        Ok(state)
     }
 
     /// The associated data: each part length-prefixed, so that no two bindings read alike.
@@ -63,6 +84,51 @@ impl StateCodec {
         }
         bound.extend_from_slice(&to.arguments.digest());
         bound
+    }
+}
+
+/// The digests of states opened in the last [`STATE_TTL`], by scope. A state opened now was
+/// sealed at most that long ago, so it has expired by the time its digest is let go.
+#[derive(Default)]
+struct Spent {
+    scopes: Mutex<HashMap<Arc<str>, Ledger>>,
+}
+
+/// One scope's spent states, oldest first.
+#[derive(Default)]
+struct Ledger {
+    order: VecDeque<(Instant, [u8; 16])>,
+    digests: HashSet<[u8; 16]>,
+}
+
+impl Spent {
+    fn spend(&self, scope: &Arc<str>, sealed: &str, now: Instant) -> Result<(), InvalidState> {
+        let digest: [u8; 32] = Sha256::digest(sealed.as_bytes()).into();
+        let mut key = [0; 16];
+        key.copy_from_slice(&digest[..16]);
+        let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
+        // Expired entries go first, in every scope, so that a scope no longer used does
+        // not keep its ledger.
+        scopes.retain(|_, ledger| {
+            while let Some(&(at, old)) = ledger.order.front() {
+                if now.saturating_duration_since(at) < STATE_TTL {
+                    break;
+                }
+                ledger.order.pop_front();
+                ledger.digests.remove(&old);
+            }
+            !ledger.order.is_empty()
+        });
+        let ledger = scopes.entry(scope.clone()).or_default();
+        if ledger.digests.contains(&key) {
+            return Err(InvalidState::Used);
+        }
+        if ledger.order.len() >= MAX_SPENT {
+            return Err(InvalidState::Busy);
+        }
+        ledger.digests.insert(key);
+        ledger.order.push_back((now, key));
+        Ok(())
     }
 }
 
@@ -192,6 +258,35 @@ mod tests {
         let sealed = codec.seal(b"s", &prompt(&pairs));
         assert!(codec.open(&sealed, &prompt(&swapped)).is_ok());
         assert!(codec.open(&sealed, &prompt(&pairs[..1])).is_err());
+    }
+
+    #[test]
+    fn state_opens_once() {
+        let codec = StateCodec::random();
+        let sealed = codec.seal(b"s", &call("t", "", "{}"));
+        // A failed open spends nothing.
+        assert_eq!(codec.open(&sealed, &call("t", "\"eve\"", "{}")), Err(InvalidState::Rejected));
+        assert_eq!(codec.open(&sealed, &call("t", "", "{}")).unwrap(), b"s");
+        assert_eq!(codec.open(&sealed, &call("t", "", "{}")), Err(InvalidState::Used));
+        // Another scope's codec shares the ledger, not the key's binding.
+        assert_eq!(codec.scoped("a").open(&sealed, &call("t", "", "{}")), Err(InvalidState::Rejected));
+    }
+
+    #[test]
+    fn spent_states_are_let_go_once_expired_and_each_scope_is_capped() {
+        let spent = Spent::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let start = Instant::now();
+        spent.spend(&a, "x", start).unwrap();
+        assert_eq!(spent.spend(&a, "x", start + STATE_TTL / 2), Err(InvalidState::Used));
+        spent.spend(&b, "x", start).unwrap();
+        spent.spend(&a, "x", start + STATE_TTL).unwrap();
+        assert_eq!(spent.scopes.lock().unwrap().len(), 1, "b's ledger was dropped once empty");
+        for n in 1..MAX_SPENT {
+            spent.spend(&a, &n.to_string(), start + STATE_TTL).unwrap();
+        }
+        assert_eq!(spent.spend(&a, "full", start + STATE_TTL), Err(InvalidState::Busy));
+        spent.spend(&b, "full", start + STATE_TTL).unwrap();
     }
 
     #[test]
