@@ -26,7 +26,7 @@ use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status};
 use crate::mcp::{Shared, StateCodec};
 use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
 use crate::runtime::PluginRuntime;
-use crate::watch::{Change, settle};
+use crate::watch::{Change, FileWatch, settle};
 
 /// Why the tenants' configuration cannot be used.
 #[derive(Debug, Error)]
@@ -372,36 +372,38 @@ impl Tenants {
     pub fn watch(self: &Arc<Self>) -> notify::Result<()> {
         use notify::Watcher;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        // The watcher reports absolute paths, whatever it was given: compare with those.
-        let absolute = |path: &Option<PathBuf>| path.as_deref().map(std::path::absolute).transpose();
-        let config = TenantsConfig {
-            policy: absolute(&self.config.policy).map_err(notify::Error::io)?,
-            dir: absolute(&self.config.dir).map_err(notify::Error::io)?,
-            ..TenantsConfig::default()
-        };
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && !event.kind.is_access()
-                && event.paths.iter().any(|p| is_configuration(&config, p))
-            {
-                let _ = tx.send(Change::of(&event.kind));
+        // The policy file is followed through its links, where a ConfigMap's flip happens.
+        let mut policy = match &self.config.policy {
+            Some(path) => {
+                tracing::info!("watching {} for configuration changes", path.display());
+                Some(FileWatch::new(std::slice::from_ref(path), tx.clone())?)
             }
-        })?;
-        let mut watched = Vec::new();
-        if let Some(dir) = self.config.policy.as_deref().map(parent) {
-            watched.push((dir, notify::RecursiveMode::NonRecursive));
-        }
-        if let Some(dir) = &self.config.dir {
-            // A tenant's folder holds its `tenant.toml`: one level down matters.
-            watched.push((dir.clone(), notify::RecursiveMode::Recursive));
-        }
-        for (dir, mode) in &watched {
-            watcher.watch(dir, *mode)?;
-            tracing::info!("watching {} for configuration changes", dir.display());
-        }
+            None => None,
+        };
+        let folders = match &self.config.dir {
+            Some(dir) => {
+                // The watcher reports absolute paths, whatever it was given: compare with those.
+                let absolute = std::path::absolute(dir).map_err(notify::Error::io)?;
+                let tx = tx.clone();
+                let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                    if let Ok(event) = event
+                        && !event.kind.is_access()
+                        && event.paths.iter().any(|p| is_tenant_configuration(&absolute, p))
+                    {
+                        let _ = tx.send(Change::of(&event.kind));
+                    }
+                })?;
+                // A tenant's folder holds its `tenant.toml`: one level down matters.
+                watcher.watch(dir, notify::RecursiveMode::Recursive)?;
+                tracing::info!("watching {} for configuration changes", dir.display());
+                Some(watcher)
+            }
+            None => None,
+        };
+        drop(tx);
         let (tenants, stop) = (self.clone(), self.stop.clone());
         tokio::spawn(async move {
-            let _watcher = watcher;
+            let _folders = folders;
             loop {
                 let change = tokio::select! {
                     () = stop.cancelled() => return,
@@ -411,6 +413,9 @@ impl Tenants {
                     },
                 };
                 settle(&mut rx, change).await;
+                if let Some(policy) = &mut policy {
+                    policy.refresh();
+                }
                 tenants.reload().await;
             }
         });
@@ -418,22 +423,10 @@ impl Tenants {
     }
 }
 
-fn parent(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Whether a changed path is configuration: the policy file, a tenant's folder, or its
-/// `tenant.toml` (plugin files are the tenants' own watchers' business).
-fn is_configuration(config: &TenantsConfig, path: &Path) -> bool {
-    let same_file = |a: &Path, b: &Path| a.file_name() == b.file_name() && parent(a) == parent(b);
-    if config.policy.as_deref().is_some_and(|policy| same_file(policy, path)) {
-        return true;
-    }
-    let Some(dir) = &config.dir else { return false };
-    path.parent() == Some(dir.as_path())
+/// Whether a changed path in the tenants directory `dir` is configuration: a tenant's folder
+/// or its `tenant.toml` (plugin files are the tenants' own watchers' business).
+fn is_tenant_configuration(dir: &Path, path: &Path) -> bool {
+    path.parent() == Some(dir)
         || (path.file_name().is_some_and(|n| n == TENANT_FILE) && path.parent().and_then(Path::parent) == Some(dir))
 }
 

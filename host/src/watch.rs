@@ -1,11 +1,16 @@
-//! Watching plugin directories for changes.
+//! Watching plugin directories and configuration files for changes.
 //!
 //! A directory is watched together with the directory it sits in, so that one removed and
 //! made again, or swapped for another by a rename (how deployments flip a release), is
 //! watched anew rather than left watched through an inode that is gone. Events in those
 //! parents concern the plugin directories only; a sibling's churn is not a change.
+//!
+//! A file is watched through every symbolic link its path passes through: Kubernetes
+//! updates a mounted ConfigMap by renaming a `..data` link beside the file, and a file
+//! whose own name never changes must still be seen to change.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -137,6 +142,106 @@ impl DirWatch {
     }
 }
 
+/// A set of files watched for changes to them or to any link on the way to them.
+pub(crate) struct FileWatch {
+    watcher: notify::RecommendedWatcher,
+    /// The files, as named.
+    files: Vec<PathBuf>,
+    /// Every path on the way to each file ([`resolution`]): an event on one is a change.
+    paths: Arc<RwLock<Vec<PathBuf>>>,
+    /// The directories those paths are in, watched now.
+    watching: Vec<PathBuf>,
+}
+
+impl FileWatch {
+    /// Watch `files`, sending what is seen to `changes`.
+    pub(crate) fn new(files: &[PathBuf], changes: UnboundedSender<Change>) -> notify::Result<FileWatch> {
+        let paths = Arc::new(RwLock::new(Vec::<PathBuf>::new()));
+        let seen = paths.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            let paths = seen.read().unwrap_or_else(|e| e.into_inner());
+            if !event.kind.is_access() && (event.need_rescan() || event.paths.iter().any(|p| paths.contains(p))) {
+                let _ = changes.send(Change::of(&event.kind));
+            }
+        })?;
+        let mut watch = FileWatch { watcher, files: files.to_vec(), paths, watching: Vec::new() };
+        watch.refresh();
+        Ok(watch)
+    }
+
+    /// Follow the files' paths again and watch where they lead now: after a change, a link
+    /// on the way may point elsewhere.
+    pub(crate) fn refresh(&mut self) {
+        let mut paths: Vec<PathBuf> = self.files.iter().flat_map(|f| resolution(f)).collect();
+        paths.sort();
+        paths.dedup();
+        let mut wanted: Vec<PathBuf> = paths.iter().filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+        wanted.sort();
+        wanted.dedup();
+        for dir in self.watching.iter().filter(|d| !wanted.contains(d)) {
+            let _ = self.watcher.unwatch(dir);
+        }
+        let mut watching = Vec::new();
+        for dir in wanted {
+            if self.watching.contains(&dir) {
+                watching.push(dir);
+                continue;
+            }
+            match self.watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => watching.push(dir),
+                Err(e) => tracing::warn!("cannot watch {} for changes to configuration: {e}", dir.display()),
+            }
+        }
+        self.watching = watching;
+        *self.paths.write().unwrap_or_else(|e| e.into_inner()) = paths;
+    }
+}
+
+/// The paths that name `file` on the way to it, absolute and free of `.` and `..`: each
+/// symbolic link met while resolving it (the file's own name, a directory link above it, a
+/// link the first one leads through) and where it ends. It ends where a name is no link:
+/// a file, or a name that does not exist yet.
+pub(crate) fn resolution(file: &Path) -> Vec<PathBuf> {
+    /// As many links as Linux follows in one path.
+    const MAX_LINKS: usize = 40;
+    let Ok(file) = std::path::absolute(file) else { return Vec::new() };
+    // The names still to walk, the next one last.
+    let names = |path: &Path| -> Vec<OsString> {
+        let mut names: Vec<OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => Some(name.to_owned()),
+                Component::ParentDir => Some("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+            })
+            .collect();
+        names.reverse();
+        names
+    };
+    let (mut rest, mut at, mut paths) = (names(&file), PathBuf::from("/"), Vec::new());
+    while let Some(name) = rest.pop() {
+        if name == ".." {
+            // `at` holds no link, so its parent is where `..` leads.
+            at.pop();
+            continue;
+        }
+        let next = at.join(&name);
+        match std::fs::read_link(&next) {
+            Ok(target) if paths.len() < MAX_LINKS => {
+                if target.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                rest.extend(names(&target));
+                paths.push(next);
+            }
+            _ => at = next,
+        }
+    }
+    paths.push(at);
+    paths
+}
+
 #[cfg(test)]
 mod tests {
     use notify::EventKind;
@@ -210,5 +315,60 @@ mod tests {
         watch.renew();
         std::fs::write(dir.join("c.wasm"), b"c").unwrap();
         assert!(next(&mut watch, &mut rx).await, "a file in the swapped-in directory");
+    }
+
+    #[test]
+    fn a_path_resolves_through_each_link_on_the_way() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        // A ConfigMap as Kubernetes mounts it, reached through a link to its directory.
+        let map = root.join("map");
+        std::fs::create_dir_all(map.join("..2026_1")).unwrap();
+        std::fs::write(map.join("..2026_1/capsule.toml"), "").unwrap();
+        std::os::unix::fs::symlink("..2026_1", map.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/capsule.toml", map.join("capsule.toml")).unwrap();
+        std::os::unix::fs::symlink(&map, root.join("conf")).unwrap();
+        let named = root.join("elsewhere/../conf/./capsule.toml");
+        assert_eq!(
+            resolution(&named),
+            vec![root.join("conf"), map.join("capsule.toml"), map.join("..data"), map.join("..2026_1/capsule.toml")]
+        );
+        // A plain file, or one not there yet, is itself.
+        assert_eq!(resolution(&root.join("plain.toml")), vec![root.join("plain.toml")]);
+        // A loop ends.
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        assert_eq!(resolution(&root.join("loop")).len(), 41);
+    }
+
+    /// Wait for a change and for the events to stop, then follow the links again.
+    async fn changed(watch: &mut FileWatch, rx: &mut UnboundedReceiver<Change>) -> bool {
+        let Ok(Some(change)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await else { return false };
+        settle(rx, change).await;
+        watch.refresh();
+        true
+    }
+
+    #[tokio::test]
+    async fn a_file_is_seen_to_change_when_a_link_on_its_way_flips() {
+        let root = tempfile::tempdir().unwrap();
+        let map = root.path().canonicalize().unwrap();
+        let release = |n: u32, text: &str| {
+            std::fs::create_dir(map.join(format!("..{n}"))).unwrap();
+            std::fs::write(map.join(format!("..{n}/capsule.toml")), text).unwrap();
+            std::os::unix::fs::symlink(format!("..{n}"), map.join("..data_tmp")).unwrap();
+            std::fs::rename(map.join("..data_tmp"), map.join("..data")).unwrap();
+        };
+        release(1, "one");
+        std::os::unix::fs::symlink("..data/capsule.toml", map.join("capsule.toml")).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watch = FileWatch::new(&[map.join("capsule.toml")], tx).unwrap();
+        std::fs::write(map.join("unrelated"), "x").unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(), "a sibling");
+        release(2, "two");
+        std::fs::remove_dir_all(map.join("..1")).unwrap();
+        assert!(changed(&mut watch, &mut rx).await, "the ..data flip");
+        // Written where it now leads, in place.
+        std::fs::write(map.join("..2/capsule.toml"), "two, edited").unwrap();
+        assert!(changed(&mut watch, &mut rx).await, "an edit of the file the link leads to");
     }
 }

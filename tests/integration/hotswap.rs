@@ -286,6 +286,50 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A policy mounted the way Kubernetes mounts a ConfigMap: `capsule.toml -> ..data/capsule.toml`,
+/// `..data -> ..<timestamp>`, updated by renaming a new `..data` link into place. The file's
+/// own name never changes; the flip beside it is the change.
+#[tokio::test]
+async fn a_policy_mounted_from_a_configmap_follows_its_link_flips() {
+    let dir = scratch_dir("policy-configmap");
+    let (map, first, second, third) = (dir.join("map"), dir.join("first"), dir.join("second"), dir.join("third"));
+    for d in [&map, &first, &second, &third] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let grant = |path: &std::path::Path| format!("[plugins.files]\ndirs = [{{ path = {:?} }}]\n", path.display());
+    let release = |n: u32, grants: &std::path::Path| {
+        let data = map.join(format!("..2026_12_06_{n}"));
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("capsule.toml"), grant(grants)).unwrap();
+        std::os::unix::fs::symlink(data.file_name().unwrap(), map.join("..data_tmp")).unwrap();
+        std::fs::rename(map.join("..data_tmp"), map.join("..data")).unwrap();
+        if n > 1 {
+            std::fs::remove_dir_all(map.join(format!("..2026_12_06_{}", n - 1))).unwrap();
+        }
+    };
+    release(1, &first);
+    std::os::unix::fs::symlink("..data/capsule.toml", map.join("capsule.toml")).unwrap();
+    let (server, _admin) = Admin::serve(&dir, &["--config", map.join("capsule.toml").to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let mut id = 0;
+    let mut roots = async || {
+        id += 1;
+        first_text(&client.request(id, "tools/call", json!({"name": "list_roots", "arguments": {}})).await["result"])
+    };
+    assert!(roots().await.contains("first"));
+    // Twice, so that the second flip is seen through the links as they are after the first.
+    for (n, grants, name) in [(2, &second, "second"), (3, &third, "third")] {
+        release(n, grants);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !roots().await.contains(name) {
+            assert!(Instant::now() < deadline, "the policy of release {n} never applied");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn the_server_answers_at_once_and_plugins_join_as_they_load() {
     // No compile cache: every plugin compiles, which takes seconds on two cores.
