@@ -71,7 +71,19 @@ static void shred(capsule_call *call) {
                         &answer))
         return; /* asked; called again with the answer */
     bool sure = answer.action == CAPSULE_ACCEPT && capsule_json_bool(capsule_json_get(answer.content, "sure"), false);
-    capsule_textf(call, "%s %s", sure ? "shredded" : "kept", name);
+    if (!sure) {
+        capsule_textf(call, "kept %s", name);
+        return;
+    }
+    /* A second question: the first one's answer is still known when this one is answered. */
+    snprintf(message, sizeof message, "Shred the backups of %s too?", name);
+    capsule_elicited backups;
+    if (!capsule_elicit(call, "backups", message,
+                        "{\"type\":\"object\",\"properties\":{\"backups\":{\"type\":\"boolean\"}},\"required\":[\"backups\"]}",
+                        &backups))
+        return;
+    bool too = backups.action == CAPSULE_ACCEPT && capsule_json_bool(capsule_json_get(backups.content, "backups"), false);
+    capsule_textf(call, "shredded %s%s", name, too ? " and its backups" : "");
 }
 
 static void read_file(capsule_call *call) {

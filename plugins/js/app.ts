@@ -36,7 +36,10 @@ tool('shred', {
   destructive: true,
 }, ({ name }, ctx) => {
   const answer = ctx.elicit(`Really shred ${name}?`, s.object({ sure: s.boolean() }));
-  return answer.action === 'accept' && answer.content?.sure ? `shredded ${name}` : `kept ${name}`;
+  if (answer.action !== 'accept' || !answer.content?.sure) return `kept ${name}`;
+  // A second question: the first one's answer is still known when this one is answered.
+  const backups = ctx.elicit(`Shred the backups of ${name} too?`, s.object({ backups: s.boolean() }));
+  return backups.action === 'accept' && backups.content?.backups ? `shredded ${name} and its backups` : `shredded ${name}`;
 });
 
 tool('read_file', {

@@ -42,12 +42,21 @@ class Confirm:
     sure: bool
 
 
+@dataclass
+class Backups:
+    backups: bool
+
+
 @tool(destructive=True)
 def shred(name: str, ctx: Context) -> str:
-    """Pretend to shred a document, after asking the user to confirm."""
+    """Pretend to shred a document, after asking the user to confirm (and about its backups)."""
     answer = ctx.elicit(f"Really shred {name}?", Confirm)
     if not answer.accepted or not answer.content.sure:
         return f"kept {name}"
+    # A second question: the first one's answer is still known when this one is answered.
+    backups = ctx.elicit(f"Shred the backups of {name} too?", Backups)
+    if backups.accepted and backups.content.backups:
+        return f"shredded {name} and its backups"
     return f"shredded {name}"
 
 

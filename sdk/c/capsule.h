@@ -6,7 +6,7 @@
  *
  *     static void add(capsule_call *call) {
  *         double a = capsule_arg_number(call, "a", 0), b = capsule_arg_number(call, "b", 0);
- *         capsule_structuredf(call, "{\"sum\":%g}", a + b);
+ *         capsule_structuredf(call, "{\"sum\":%.17g}", a + b);
  *     }
  *     static const capsule_tool TOOLS[] = {{
  *         .name = "add", .description = "Add two numbers",
@@ -132,7 +132,9 @@ void capsule_log(capsule_call *call, const char *level, const char *format, ...)
 void capsule_progress(capsule_call *call, double progress, double total, const char *message);
 bool capsule_cancelled(capsule_call *call);
 
-typedef enum { CAPSULE_ACCEPT, CAPSULE_DECLINE, CAPSULE_CANCEL } capsule_action;
+/* CAPSULE_INVALID: the client answered with an error or something unusable (or never
+ * answered); asking again would get the same. */
+typedef enum { CAPSULE_ACCEPT, CAPSULE_DECLINE, CAPSULE_CANCEL, CAPSULE_INVALID } capsule_action;
 typedef struct {
     capsule_action action;
     const capsule_json *content; /* the submitted values when accepted; owned by the call */
@@ -142,7 +144,8 @@ typedef struct {
  * here, fills `out` and returns true; otherwise the call now asks the client and returns
  * false, and the handler must return at once. When the client has answered, the host calls
  * the handler again from the top, and this time it returns true. `key` names the question
- * (distinct per question in one handler). */
+ * (distinct per question in one handler). Questions may follow one another: the answers of
+ * earlier rounds travel in the round's state. */
 bool capsule_elicit(capsule_call *call, const char *key, const char *message, const char *schema,
                     capsule_elicited *out);
 
@@ -181,6 +184,7 @@ struct capsule_call {
     size_t suggestion_len;
     capsule_json **answers; /* elicited content to free at the end */
     size_t answer_len;
+    capsule_json *carried; /* the state of earlier rounds: {"capsule-answers": 1, "answers": {key: answer}} */
 };
 
 static void *capsule_grow(void *items, size_t len, size_t size) {
@@ -353,22 +357,54 @@ bool capsule_cancelled(capsule_call *call) {
     return capsule_plugin_host_cancelled();
 }
 
-bool capsule_elicit(capsule_call *call, const char *key, const char *message, const char *schema,
-                    capsule_elicited *out) {
+/* The answer to `key` in this round's responses: an elicitation's or an unusable one. */
+static const capsule_plugin_types_input_response_t *capsule_response(capsule_call *call, const char *key) {
     capsule_plugin_types_list_keyed_input_response_t *responses = &call->context->responses;
     for (size_t i = 0; i < responses->len; i++) {
         capsule_plugin_types_keyed_input_response_t *r = &responses->ptr[i];
         if (!capsule_is(&r->key, key)) continue;
-        if (r->response.tag != CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_ELICITATION) break; /* ask again */
-        capsule_plugin_types_elicit_response_t *e = &r->response.val.elicitation;
-        out->action = (capsule_action)e->action;
-        out->content = NULL;
-        if (e->action == CAPSULE_PLUGIN_TYPES_ELICIT_ACTION_ACCEPT && e->content.is_some) {
-            capsule_json *content = capsule_json_parse((const char *)e->content.val.ptr, e->content.val.len);
-            call->answers = capsule_grow(call->answers, call->answer_len, sizeof *call->answers);
-            call->answers[call->answer_len++] = content;
-            out->content = content;
-        }
+        if (r->response.tag == CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_ELICITATION ||
+            r->response.tag == CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_INVALID)
+            return &r->response;
+    }
+    return NULL;
+}
+
+/* `out` from an action and the submitted values' JSON text (NULL when none). */
+static void capsule_elicited_from(capsule_call *call, capsule_action action, const char *text, size_t len,
+                                  capsule_elicited *out) {
+    out->action = action;
+    out->content = NULL;
+    if (action == CAPSULE_ACCEPT && text) {
+        capsule_json *content = capsule_json_parse(text, len);
+        call->answers = capsule_grow(call->answers, call->answer_len, sizeof *call->answers);
+        call->answers[call->answer_len++] = content;
+        out->content = content;
+    }
+}
+
+bool capsule_elicit(capsule_call *call, const char *key, const char *message, const char *schema,
+                    capsule_elicited *out) {
+    if (!call->context) return false; /* a completion cannot ask */
+    const capsule_plugin_types_input_response_t *r = capsule_response(call, key);
+    if (r && r->tag == CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_INVALID) {
+        capsule_elicited_from(call, CAPSULE_INVALID, NULL, 0, out);
+        return true;
+    }
+    if (r) {
+        const capsule_plugin_types_elicit_response_t *e = &r->val.elicitation;
+        bool has = e->content.is_some;
+        capsule_elicited_from(call, (capsule_action)e->action, has ? (const char *)e->content.val.ptr : NULL,
+                              has ? e->content.val.len : 0, out);
+        return true;
+    }
+    const capsule_json *earlier = capsule_json_get(capsule_json_get(call->carried, "answers"), key);
+    if (earlier) {
+        const capsule_json *content = capsule_json_get(earlier, "content");
+        const char *text = capsule_json_string(content, NULL);
+        double action = capsule_json_number(capsule_json_get(earlier, "action"), CAPSULE_INVALID);
+        capsule_action a = action >= CAPSULE_ACCEPT && action <= CAPSULE_INVALID ? (capsule_action)action : CAPSULE_INVALID;
+        capsule_elicited_from(call, a, text, text ? content->length : 0, out);
         return true;
     }
     capsule_plugin_types_keyed_input_request_t ask = {0};
@@ -383,13 +419,22 @@ bool capsule_elicit(capsule_call *call, const char *key, const char *message, co
 
 /* Run `handler` on a fresh call; the caller turns the call into the export's result. */
 static void capsule_run(capsule_call *call, enum capsule_kind kind, capsule_json *args,
-                        capsule_plugin_types_request_context_t *context, capsule_handler handler) {
+                        capsule_plugin_types_request_context_t *context, capsule_handler handler, const char *uri) {
     memset(call, 0, sizeof *call);
     call->kind = kind;
+    call->uri = uri;
     call->args = args;
     call->context = context;
     call->error = -1;
     if (!call->args) call->args = capsule_json_parse("{}", 2);
+    if (context && context->state.is_some) {
+        capsule_json *state = capsule_json_parse((const char *)context->state.val.ptr, context->state.val.len);
+        if (capsule_json_number(capsule_json_get(state, "capsule-answers"), 0) == 1) {
+            const capsule_json *answers = capsule_json_get(state, "answers");
+            if (answers && answers->type == CAPSULE_JSON_OBJECT) call->carried = state;
+        }
+        if (call->carried != state) capsule_json_free(state);
+    }
     handler(call);
 }
 
@@ -404,13 +449,65 @@ static void capsule_done(capsule_call *call, bool keep_content) {
     if (call->error >= 0) plugin_string_free(&call->error_message);
     for (size_t i = 0; i < call->answer_len; i++) capsule_json_free(call->answers[i]);
     free(call->answers);
+    capsule_json_free(call->carried);
     capsule_json_free(call->args);
+}
+
+/* One answer into the state being written: `"key":{"action":N,"content":"<JSON text>"}`. */
+static void capsule_carry(capsule_buf *b, const char *key, int action, const char *content) {
+    if (b->len > 0) capsule_buf_append(b, ",", 1);
+    capsule_buf_json_string(b, key);
+    capsule_buf_printf(b, ":{\"action\":%d,\"content\":", action);
+    if (content)
+        capsule_buf_json_string(b, content);
+    else
+        capsule_buf_append(b, "null", 4);
+    capsule_buf_append(b, "}", 1);
+}
+
+/* The answers so far, this round's and the earlier ones, as the next round's state. */
+static plugin_option_list_u8_t capsule_state(capsule_call *call) {
+    capsule_buf answers = {0};
+    capsule_plugin_types_list_keyed_input_response_t *responses = &call->context->responses;
+    for (size_t i = 0; i < responses->len; i++) {
+        capsule_plugin_types_keyed_input_response_t *r = &responses->ptr[i];
+        char *key = capsule_cstr(&r->key);
+        if (r->response.tag == CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_ELICITATION) {
+            capsule_plugin_types_elicit_response_t *e = &r->response.val.elicitation;
+            char *content = e->content.is_some ? capsule_cstr(&e->content.val) : NULL;
+            capsule_carry(&answers, key, e->action, content);
+            free(content);
+        } else if (r->response.tag == CAPSULE_PLUGIN_TYPES_INPUT_RESPONSE_INVALID) {
+            capsule_carry(&answers, key, CAPSULE_INVALID, NULL);
+        }
+        free(key);
+    }
+    const capsule_json *earlier = capsule_json_get(call->carried, "answers");
+    for (size_t i = 0; i < capsule_json_count(earlier); i++) {
+        if (capsule_response(call, earlier->keys[i])) continue; /* answered again this round */
+        const capsule_json *a = &earlier->items[i];
+        int action = (int)capsule_json_number(capsule_json_get(a, "action"), CAPSULE_INVALID);
+        capsule_carry(&answers, earlier->keys[i], action, capsule_json_string(capsule_json_get(a, "content"), NULL));
+    }
+    plugin_option_list_u8_t state = {0};
+    if (answers.len > 0) {
+        capsule_buf b = {0};
+        capsule_buf_printf(&b, "{\"capsule-answers\":1,\"answers\":{");
+        capsule_buf_append(&b, answers.data, answers.len);
+        capsule_buf_append(&b, "}}", 2);
+        state.is_some = true;
+        state.val.ptr = (uint8_t *)b.data; /* the canonical ABI frees it after the call */
+        state.val.len = b.len;
+    }
+    capsule_buf_free(&answers);
+    return state;
 }
 
 static capsule_plugin_types_input_required_t capsule_input_required(capsule_call *call) {
     capsule_plugin_types_input_required_t ir = {0};
     ir.requests.ptr = call->asks;
     ir.requests.len = call->ask_len;
+    ir.state = capsule_state(call);
     return ir;
 }
 
@@ -488,7 +585,7 @@ bool exports_capsule_plugin_tools_call(plugin_string_t *name, exports_capsule_pl
     }
     plugin_string_free(name);
     capsule_call call;
-    capsule_run(&call, CAPSULE_TOOL, capsule_parse_owned(arguments), context, tool->handler);
+    capsule_run(&call, CAPSULE_TOOL, capsule_parse_owned(arguments), context, tool->handler, NULL);
     if (call.ask_len) {
         ret->tag = EXPORTS_CAPSULE_PLUGIN_TOOLS_CALL_OUTCOME_INPUT_REQUIRED;
         ret->val.input_required = capsule_input_required(&call);
@@ -624,8 +721,7 @@ bool exports_capsule_plugin_resources_read(plugin_string_t *uri,
         ok = false;
     } else {
         capsule_call call;
-        capsule_run(&call, CAPSULE_READ, vars, context, found->handler);
-        call.uri = u;
+        capsule_run(&call, CAPSULE_READ, vars, context, found->handler, u);
         if (call.ask_len) {
             ret->tag = EXPORTS_CAPSULE_PLUGIN_RESOURCES_READ_OUTCOME_INPUT_REQUIRED;
             ret->val.input_required = capsule_input_required(&call);
@@ -706,7 +802,7 @@ bool exports_capsule_plugin_prompts_get(plugin_string_t *name, plugin_list_tuple
         ok = false;
     } else {
         capsule_call call;
-        capsule_run(&call, CAPSULE_PROMPT, args, context, prompt->handler);
+        capsule_run(&call, CAPSULE_PROMPT, args, context, prompt->handler, NULL);
         if (call.ask_len) {
             ret->tag = EXPORTS_CAPSULE_PLUGIN_PROMPTS_GET_OUTCOME_INPUT_REQUIRED;
             ret->val.input_required = capsule_input_required(&call);

@@ -289,13 +289,16 @@ static bool capsule_json_value(capsule_json_reader *r, capsule_json *out) {
         if (r->at >= r->end || *r->at < '0' || *r->at > '9') return false;
         while (r->at < r->end && *r->at >= '0' && *r->at <= '9') r->at++;
     }
-    char digits[64];
+    /* strtod needs a terminated copy; a literal longer than the stack's room (JSON sets no
+     * limit on digits) gets one on the heap. */
+    char digits[64], *text = digits;
     size_t n = (size_t)(r->at - start);
-    if (n >= sizeof digits) return false;
-    memcpy(digits, start, n);
-    digits[n] = '\0';
+    if (n >= sizeof digits && !(text = malloc(n + 1))) return false;
+    memcpy(text, start, n);
+    text[n] = '\0';
     out->type = CAPSULE_JSON_NUMBER;
-    out->number = strtod(digits, NULL);
+    out->number = strtod(text, NULL);
+    if (text != digits) free(text);
     return true;
 }
 

@@ -4,8 +4,11 @@ stdio: tools with structured output, a schema violation, log and progress notifi
 elicitation round, a file inside the grant and one outside it, an uncaught exception,
 resources, a template, a prompt and completions.
 
-    py.sh py_plugin.py --inside FILE --outside FILE URL
-    py.sh py_plugin.py --inside FILE --outside FILE --stdio -- CMD [ARG...]
+    py.sh py_plugin.py --inside FILE --outside FILE [--two-questions] URL
+    py.sh py_plugin.py --inside FILE --outside FILE [--two-questions] --stdio -- CMD [ARG...]
+
+`--two-questions`: the example's `shred` asks a second question after the first (the SDK
+examples do, to show that a replayed handler still has the first answer).
 
 Prints one line per check and ends with `N passed, M failed`; exit 1 if any failed.
 """
@@ -37,7 +40,8 @@ async def exercise(target, mode: str, opts) -> None:
 
     async def on_elicit(context, params):
         asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"sure": True})
+        field = next(iter(params.requested_schema.get("properties", {})), "sure")
+        return types.ElicitResult(action="accept", content={field: True})
 
     client = mcp.Client(target, mode=mode, logging_callback=on_log, log_level="debug",
                         elicitation_callback=on_elicit)
@@ -73,8 +77,15 @@ async def exercise(target, mode: str, opts) -> None:
         check(f"{label} progress notifications", progress == [(1, 3), (2, 3), (3, 3)], str(progress))
 
         result = await client.call_tool("shred", {"name": "plan.txt"})
-        check(f"{label} an elicitation round", text(result) == "shredded plan.txt" and asked == ["Really shred plan.txt?"],
-              f"{text(result)} asked={asked}")
+        if opts.two_questions:
+            # Two rounds: the first answer must still be known when the second comes back.
+            check(f"{label} two elicitation rounds", text(result) == "shredded plan.txt and its backups"
+                  and asked == ["Really shred plan.txt?", "Shred the backups of plan.txt too?"],
+                  f"{text(result)} asked={asked}")
+        else:
+            check(f"{label} an elicitation round",
+                  text(result) == "shredded plan.txt" and asked == ["Really shred plan.txt?"],
+                  f"{text(result)} asked={asked}")
 
         result = await client.call_tool("read_file", {"path": opts.inside})
         check(f"{label} a file inside the grant", not result.is_error and text(result) == opts.inside_text, text(result))
@@ -133,6 +144,7 @@ if __name__ == "__main__":
     ap.add_argument("--outside", required=True)
     ap.add_argument("--modes", default="auto,legacy")
     ap.add_argument("--stdio", action="store_true")
+    ap.add_argument("--two-questions", action="store_true", help="shred asks about the backups too")
     ap.add_argument("target", nargs=argparse.REMAINDER)
     opts = ap.parse_args()
     with open(opts.inside, encoding="utf-8") as f:

@@ -46,12 +46,20 @@ fn check(output: &str, ok: bool) {
     assert!(passed >= 40, "only {passed} checks ran:\n{output}");
 }
 
+/// The examples written with an SDK that asks by replay (Python, TypeScript, C) ask `shred`'s
+/// second question: the replayed handler must still have the first answer.
+fn questions(lang: &str) -> Option<&'static str> {
+    ["python", "js", "c"].contains(&lang).then_some("--two-questions")
+}
+
 fn over_http(lang: &str) {
     let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
     let l = layout(lang);
     let plugins = l.dir.join("plugins").display().to_string();
     let server = Server::http(&["--plugins", &plugins, "--config", &l.policy]);
-    let args = ["py_plugin.py", "--inside", &l.inside, "--outside", &l.outside, &server.url];
+    let mut args = vec!["py_plugin.py", "--inside", &l.inside, "--outside", &l.outside];
+    args.extend(questions(lang));
+    args.push(&server.url);
     let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
     check(&output, ok);
 }
@@ -61,22 +69,9 @@ fn over_stdio(lang: &str) {
     let l = layout(lang);
     let plugins = l.dir.join("plugins").display().to_string();
     let capsule = env!("CARGO_BIN_EXE_capsule");
-    let args = [
-        "py_plugin.py",
-        "--inside",
-        &l.inside,
-        "--outside",
-        &l.outside,
-        "--stdio",
-        "--",
-        capsule,
-        "serve",
-        "--stdio",
-        "--plugins",
-        &plugins,
-        "--config",
-        &l.policy,
-    ];
+    let mut args = vec!["py_plugin.py", "--inside", &l.inside, "--outside", &l.outside];
+    args.extend(questions(lang));
+    args.extend(["--stdio", "--", capsule, "serve", "--stdio", "--plugins", &plugins, "--config", &l.policy]);
     let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &[]);
     check(&output, ok);
 }

@@ -23,6 +23,12 @@ int main(void) {
     assert(strcmp(capsule_json_string(capsule_json_at(v, 4), "?"), "") == 0);
     capsule_json_free(v);
 
+    /* JSON sets no limit on a number's digits: a long literal is a number, not a failure. */
+    v = parse("{\"pi\":3.14159265358979323846264338327950288419716939937510582097494459230781640628,\"b\":1}");
+    assert(v && capsule_json_number(capsule_json_get(v, "pi"), 0) > 3.14159 &&
+           capsule_json_number(capsule_json_get(v, "b"), 0) == 1);
+    capsule_json_free(v);
+
     const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "-", "\"\\x\"", "\"\\ud800\"", "tru", "1 2",
                          "\"a\tb\"", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
                          "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]"};

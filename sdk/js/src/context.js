@@ -2,18 +2,23 @@
 // client for input. Asking works by replay: `ctx.elicit(...)` returns the answer when the host
 // has it, and otherwise stops the call, which becomes an input-required result; when the
 // client has answered, the host calls the handler again from the top and this time it returns.
-// So a handler that asks must do nothing irreversible before its last question.
+// So a handler that asks must do nothing irreversible before its last question. The earlier
+// rounds' answers travel in each round's state (answers.js), so a handler may ask one
+// question after another.
 
 import * as host from 'capsule:plugin/host@0.1.0';
 
+import { decodeAnswers, encodeAnswers } from './answers.js';
 import { isSchema } from './schema.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
 
 /** Thrown inside a handler to stop it until the client answers. */
 export class InputNeeded {
-  constructor(requests) {
+  constructor(requests, state) {
     this.requests = requests;
+    /** The answers given so far, for the next round. */
+    this.state = state;
   }
 }
 
@@ -27,7 +32,8 @@ export class InputError extends Error {
 
 export class Context {
   constructor(wit) {
-    this.responses = new Map((wit?.responses ?? []).map((r) => [r.key, r.response]));
+    this.responses = decodeAnswers(wit?.state);
+    for (const r of wit?.responses ?? []) this.responses.set(r.key, r.response);
     const caps = wit?.client ?? {};
     /** What the client can do for this request. */
     this.client = {
@@ -85,7 +91,7 @@ export class Context {
     const k = key ?? `${kind}-${this.asked}`;
     this.asked += 1;
     if (this.responses.has(k)) return this.responses.get(k);
-    throw new InputNeeded([{ key: k, request }]);
+    throw new InputNeeded([{ key: k, request }], this.responses.size > 0 ? encodeAnswers(this.responses) : undefined);
   }
 
   /**

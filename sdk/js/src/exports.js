@@ -12,7 +12,7 @@ function message(e) {
 }
 
 function inputRequired(needed) {
-  return { requests: needed.requests, state: undefined };
+  return { requests: needed.requests, state: needed.state };
 }
 
 function content(value) {
@@ -24,7 +24,9 @@ function content(value) {
     case 'resource-link':
       return { tag: 'resource-link', val: { uri: value.uri, name: value.name, description: value.description, mimeType: value.mimeType } };
     default:
-      return { tag: 'text', val: JSON.stringify(value) };
+      // `undefined` (and functions) have no JSON: their text, rather than a value the
+      // host cannot take.
+      return { tag: 'text', val: JSON.stringify(value) ?? String(value) };
   }
 }
 
@@ -107,7 +109,11 @@ export const resources = {
 };
 
 function promptMessage(m) {
-  const msg = typeof m === 'string' ? { role: 'user', content: m } : m;
+  // A string or a piece of content (`image(...)`, `resourceLink(...)`) is the user's.
+  const msg = typeof m === 'string' || m?.kind !== undefined ? { role: 'user', content: m } : m;
+  if (msg?.role !== 'user' && msg?.role !== 'assistant') {
+    throw new Error('a prompt returns a string, content, user(...) or assistant(...) messages, or an array of them');
+  }
   return { role: msg.role, content: content(msg.content) };
 }
 

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
+import { decodeAnswers, encodeAnswers } from '../src/answers.js';
 import { complete, prompt, registry, resource, tool } from '../src/registry.js';
 import { s } from '../src/schema.js';
 import { match, variables } from '../src/uri.js';
@@ -60,4 +61,24 @@ test('resources, templates, prompts and completions', () => {
   assert.throws(() => prompt('q', { description: '', arguments: s.object({ n: s.integer() }) }, () => 'x'), /s.string/);
   complete({ prompt: 'p', argument: 'tone' }, () => ['calm']);
   assert.throws(() => complete({ argument: 'x' }, () => []), /exactly one/);
+});
+
+test('answers: earlier rounds\' answers read back from the state as they were given', () => {
+  const answers = new Map([
+    ['elicit-0', { tag: 'elicitation', val: { action: 'accept', content: '{"sure":true}' } }],
+    ['sample-1', {
+      tag: 'sampling',
+      val: { role: 'assistant', content: { tag: 'image', val: { data: new Uint8Array([0, 255, 1, 2, 3]), mimeType: 'image/png' } }, model: 'm' },
+    }],
+    ['roots-2', { tag: 'roots', val: [{ uri: 'file:///w' }, { uri: 'file:///v', name: 'v' }] }],
+  ]);
+  for (const size of [0, 1, 2, 3, 4, 5]) {
+    const bytes = new Uint8Array(size).map((_, i) => 250 + i);
+    const back = decodeAnswers(encodeAnswers(new Map([['k', bytes]]))).get('k');
+    assert.deepEqual(back, bytes, `${size} bytes`);
+  }
+  assert.deepEqual(decodeAnswers(encodeAnswers(answers)), answers);
+  for (const state of [undefined, new Uint8Array(), new TextEncoder().encode('the plugin\'s own'), new TextEncoder().encode('[1]')]) {
+    assert.deepEqual(decodeAnswers(state), new Map());
+  }
 });

@@ -5,11 +5,14 @@ Asking works by replay: `ctx.elicit(...)` returns the answer when the host has i
 otherwise stops the call, which the SDK turns into an input-required result. When the client
 has answered, the host calls the function again from the top with the answers, and this time
 `ctx.elicit(...)` returns. So a function that asks must do nothing irreversible before its
-last question.
+last question. The host hands back only the last round's answers: the earlier ones travel in
+the round's state (sealed by the host), so a function may ask one question after another.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
+import enum
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -32,12 +35,15 @@ class InputError(Exception):
     """The client answered a question in a way the plugin cannot use (or with an error)."""
 
 
-class InputNeeded(Exception):
-    """Raised by `Context` to stop a call until the client has answered `requests`."""
+class InputNeeded(BaseException):
+    """Raised by `Context` to stop a call until the client has answered `requests`; `state`
+    carries the answers given so far. A `BaseException`, so that a function's own
+    `except Exception` does not swallow the question."""
 
-    def __init__(self, requests: dict[str, Any]):
+    def __init__(self, requests: dict[str, Any], state: bytes | None = None):
         super().__init__("input needed")
         self.requests = requests
+        self.state = state
 
 
 @dataclass
@@ -86,7 +92,8 @@ class Context:
     """Passed to any tool, resource or prompt function with a parameter annotated `Context`."""
 
     def __init__(self, wit_context: Any = None):
-        self._responses = {r.key: r.response for r in wit_context.responses} if wit_context else {}
+        self._responses = decode_answers(wit_context.state, types) if wit_context else {}
+        self._responses.update({r.key: r.response for r in wit_context.responses} if wit_context else {})
         caps = wit_context.client if wit_context else None
         self.can_elicit = bool(caps and caps.elicitation_form)
         self.can_elicit_url = bool(caps and caps.elicitation_url)
@@ -148,7 +155,7 @@ class Context:
         self._asked += 1
         if key in self._responses:
             return self._responses[key]
-        raise InputNeeded({key: request})
+        raise InputNeeded({key: request}, encode_answers(self._responses) if self._responses else None)
 
     def elicit(self, message: str, schema: Any, key: str | None = None) -> Elicited:
         """Ask the user to fill a form. `schema` is a dataclass (its fields become the form) or
@@ -200,3 +207,49 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str) -> Any:
     return json.loads(text)
+
+
+def encode_answers(answers: dict[str, Any]) -> bytes:
+    """The answers given so far, as a round's state: JSON, each generated binding value
+    tagged with its class name so that it reads back as itself."""
+    def encode(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            return {"$": type(value).__name__, **fields}
+        if isinstance(value, enum.Enum):
+            return {"$enum": type(value).__name__, "name": value.name}
+        if isinstance(value, bytes):
+            return {"$bytes": base64.b64encode(value).decode("ascii")}
+        if isinstance(value, (list, tuple)):
+            return [encode(v) for v in value]
+        return value
+
+    return _dumps({"capsule-answers": 1, "answers": {k: encode(v) for k, v in answers.items()}}).encode()
+
+
+def decode_answers(state: bytes | None, module: Any) -> dict[str, Any]:
+    """The answers a round's state carries, as values of `module`'s generated classes; none
+    for state that is not the SDK's (say, from a plugin version that kept its own)."""
+    def decode(value: Any) -> Any:
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "$bytes" in value:
+            return base64.b64decode(value["$bytes"])
+        if "$enum" in value:
+            return getattr(module, value["$enum"])[value["name"]]
+        cls = getattr(module, value["$"])
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError(f"{value['$']} is not a generated type")
+        return cls(**{k: decode(v) for k, v in value.items() if k != "$"})
+
+    if not state or module is None:
+        return {}
+    try:
+        carried = json.loads(state)
+        if not isinstance(carried, dict) or carried.get("capsule-answers") != 1:
+            return {}
+        return {str(k): decode(v) for k, v in carried["answers"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}

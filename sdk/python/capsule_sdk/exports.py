@@ -29,7 +29,7 @@ def _kwargs(handler, arguments: dict, context: Context) -> dict:
 
 def _input_required(needed: InputNeeded) -> types.InputRequired:
     requests = [types.KeyedInputRequest(key=k, request=r) for k, r in needed.requests.items()]
-    return types.InputRequired(requests=requests, state=None)
+    return types.InputRequired(requests=requests, state=needed.state)
 
 
 def _message(e: BaseException) -> str:

@@ -9,6 +9,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .content import Audio, Image, Link, ResourceContents
 from .schema import object_schema, schema_for
 
 _TEMPLATE_VAR = re.compile(r"\{[+#]?([A-Za-z0-9_]+)\}")
@@ -128,12 +129,24 @@ def _doc(func: Callable) -> str:
 def _output(func: Callable) -> tuple[dict | None, bool]:
     """The output schema of a tool's result, and whether the result must be wrapped."""
     hint = typing.get_type_hints(func, include_extras=True).get("return", inspect.Parameter.empty)
-    if hint in (inspect.Parameter.empty, str, type(None), None, typing.Any):
+    if hint in (inspect.Parameter.empty, str, type(None), None, typing.Any) or _is_content(hint):
         return None, False
     schema = schema_for(hint)
     if schema.get("type") == "object":
         return schema, False
     return {"type": "object", "properties": {"result": schema}, "required": ["result"]}, True
+
+
+def _is_content(hint: Any) -> bool:
+    """Whether a return hint is content (text, images, audio, links, resources, or a list or
+    union of them) rather than structured output."""
+    if hint in (str, Image, Audio, Link, ResourceContents):
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (list, tuple, typing.Union) or (origin is not None and origin.__name__ == "UnionType"):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return bool(args) and all(_is_content(a) for a in args)
+    return False
 
 
 def add_tool(func: Callable, name: str | None, description: str | None, title: str | None,

@@ -3,12 +3,15 @@ template matching, and what the decorators register."""
 from __future__ import annotations
 
 import enum
+import types as pytypes
 import unittest
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Optional, TypedDict
 
-from capsule_sdk import Context, complete, prompt, resource, tool
-from capsule_sdk.registry import REGISTRY
+import capsule_sdk.context
+from capsule_sdk import Context, Image, Link, complete, prompt, resource, tool
+from capsule_sdk.context import InputNeeded, decode_answers, encode_answers
+from capsule_sdk.registry import REGISTRY, _output
 from capsule_sdk.schema import SchemaError, from_json, schema_for, to_json
 from capsule_sdk.uri import match
 
@@ -141,6 +144,120 @@ class Registration(unittest.TestCase):
             prompt(counted)  # prompt arguments are text
         with self.assertRaises(ValueError):
             tool(name="sdk-test-move")(lambda: None)
+
+
+class ContentResults(unittest.TestCase):
+    def test_content_return_hints_are_content_not_structured_output(self):
+        def link() -> Link: ...
+        def images() -> list[Image]: ...
+        def either() -> Image | Link: ...
+        def text_or_link() -> list[str | Link]: ...
+        for func in (link, images, either, text_or_link):
+            self.assertEqual(_output(func), (None, False), func.__name__)
+
+        def numbers() -> list[int]: ...
+        self.assertEqual(_output(numbers)[1], True, "a list of numbers is still structured output")
+
+
+# Stand-ins for the classes componentize-py generates from the WIT `types` interface, in
+# their shape: dataclasses with a `value` per variant case, Python enums, bytes.
+class Role(enum.Enum):
+    USER = 0
+    ASSISTANT = 1
+
+
+class ElicitAction(enum.Enum):
+    ACCEPT = 0
+    DECLINE = 1
+
+
+@dataclass
+class Binary:
+    data: bytes
+    mime_type: str
+
+
+@dataclass
+class Content_Image:
+    value: Binary
+
+
+@dataclass
+class SamplingResponse:
+    role: Role
+    content: Content_Image
+    model: str
+    stop_reason: Optional[str]
+
+
+@dataclass
+class InputResponse_Sampling:
+    value: SamplingResponse
+
+
+@dataclass
+class ElicitResponse:
+    action: ElicitAction
+    content: Optional[str]
+
+
+@dataclass
+class InputResponse_Elicitation:
+    value: ElicitResponse
+
+
+@dataclass
+class RootValue:
+    uri: str
+    name: Optional[str]
+
+
+@dataclass
+class InputResponse_Roots:
+    value: list
+
+
+GENERATED = pytypes.SimpleNamespace(**{c.__name__: c for c in (
+    Role, ElicitAction, Binary, Content_Image, SamplingResponse, InputResponse_Sampling, ElicitResponse,
+    InputResponse_Elicitation, RootValue, InputResponse_Roots)})
+
+
+class Answers(unittest.TestCase):
+    """The answers of earlier rounds travel in the round's state: the host hands back only
+    the last round's."""
+
+    def test_answers_read_back_as_themselves(self):
+        answers = {
+            "elicit-0": InputResponse_Elicitation(ElicitResponse(ElicitAction.ACCEPT, '{"sure":true}')),
+            "sample-1": InputResponse_Sampling(SamplingResponse(
+                Role.ASSISTANT, Content_Image(Binary(b"\x00\xffpng", "image/png")), "m", None)),
+            "roots": InputResponse_Roots([RootValue("file:///w", None), RootValue("file:///v", "v")]),
+        }
+        self.assertEqual(decode_answers(encode_answers(answers), GENERATED), answers)
+        # State that is not the SDK's, or names what is no generated class, carries nothing.
+        for state in [b"the plugin's own", b"[]", b'{"capsule-answers":1,"answers":{"k":{"$":"os"}}}',
+                      b'{"capsule-answers":1,"answers":{"k":{"$":"Nope"}}}', None]:
+            self.assertEqual(decode_answers(state, GENERATED), {}, state)
+
+    def test_a_later_round_still_has_the_earlier_answers(self):
+        first = InputResponse_Elicitation(ElicitResponse(ElicitAction.ACCEPT, '{"sure":true}'))
+        second = InputResponse_Elicitation(ElicitResponse(ElicitAction.DECLINE, None))
+        wit = pytypes.SimpleNamespace(client=None, state=encode_answers({"elicit-0": first}),
+                                      responses=[pytypes.SimpleNamespace(key="elicit-1", response=second)])
+        saved, capsule_sdk.context.types = capsule_sdk.context.types, GENERATED
+        try:
+            ctx = Context(wit)
+            self.assertEqual(ctx._answer(None, "elicit", "ask 0"), first)
+            self.assertEqual(ctx._answer(None, "elicit", "ask 1"), second)
+            with self.assertRaises(InputNeeded) as raised:
+                ctx._answer(None, "elicit", "ask 2")
+            self.assertEqual(raised.exception.requests, {"elicit-2": "ask 2"})
+            self.assertEqual(decode_answers(raised.exception.state, GENERATED), {"elicit-0": first, "elicit-1": second})
+        finally:
+            capsule_sdk.context.types = saved
+
+    def test_a_question_is_not_swallowed_by_a_broad_except(self):
+        self.assertFalse(issubclass(InputNeeded, Exception))
 
 
 if __name__ == "__main__":
