@@ -614,9 +614,63 @@ bool exports_capsule_plugin_tools_call(plugin_string_t *name, exports_capsule_pl
     return true;
 }
 
-/* Resources. A template's variables: literal parts must match exactly; {var} takes no '/',
- * '?' or '#' and is percent-decoded; {+var} takes anything; {#var} is '#' and anything, or
- * nothing. Backtracks: templates are short and the host has already routed the URI here. */
+/* Resources. A template's variables, found as the host and the Rust SDK find them: literal
+ * parts match exactly; {var} takes no '/', '?' or '#', {+var} takes anything, {#var} is '#'
+ * and anything; each variable, from left to right, takes the shortest non-empty value that
+ * lets the rest match. Backtracks: templates are short and the host has already routed the
+ * URI here. */
+
+/* Append one code point as UTF-8. */
+static void capsule_utf8(capsule_buf *out, unsigned long c) {
+    char b[4];
+    size_t n = 0;
+    if (c < 0x80) b[n++] = (char)c;
+    else if (c < 0x800) { b[n++] = (char)(0xC0 | (c >> 6)); b[n++] = (char)(0x80 | (c & 0x3F)); }
+    else if (c < 0x10000) {
+        b[n++] = (char)(0xE0 | (c >> 12)); b[n++] = (char)(0x80 | ((c >> 6) & 0x3F)); b[n++] = (char)(0x80 | (c & 0x3F));
+    } else {
+        b[n++] = (char)(0xF0 | (c >> 18)); b[n++] = (char)(0x80 | ((c >> 12) & 0x3F));
+        b[n++] = (char)(0x80 | ((c >> 6) & 0x3F)); b[n++] = (char)(0x80 | (c & 0x3F));
+    }
+    capsule_buf_append(out, b, n);
+}
+
+static int capsule_hex(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* `len` bytes of a URI with %XX decoded, as UTF-8 text: a byte sequence that is not UTF-8,
+ * and NUL (which would end the C string early, naming another resource), become U+FFFD. */
+static void capsule_percent_decode(const char *from, size_t len, capsule_buf *out) {
+    capsule_buf bytes = {0};
+    for (size_t i = 0; i < len; i++) {
+        char c = from[i];
+        if (c == '%' && i + 2 < len && capsule_hex(from[i + 1]) >= 0 &&
+            capsule_hex(from[i + 2]) >= 0) {
+            c = (char)(capsule_hex(from[i + 1]) * 16 + capsule_hex(from[i + 2]));
+            i += 2;
+        }
+        capsule_buf_append(&bytes, &c, 1);
+    }
+    const unsigned char *p = (const unsigned char *)bytes.data, *end = p + bytes.len;
+    while (p < end) {
+        unsigned long c = *p;
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = n > 0 && (size_t)(end - p) >= n;
+        if (n > 1) c &= 0x3F >> (n - 1);
+        for (size_t k = 1; ok && k < n; k++) {
+            ok = (p[k] & 0xC0) == 0x80;
+            c = (c << 6) | (p[k] & 0x3F);
+        }
+        /* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either. */
+        static const unsigned long least[] = {0, 0, 0x80, 0x800, 0x10000};
+        ok = ok && c >= least[n] && !(c >= 0xD800 && c <= 0xDFFF) && c <= 0x10FFFF && c != 0;
+        capsule_utf8(out, ok ? c : 0xFFFD);
+        p += ok ? n : 1;
+    }
+    capsule_buf_free(&bytes);
+}
+
 static bool capsule_match(const char *t, const char *u, capsule_buf *vars) {
     if (!*t) return !*u;
     if (*t != '{') return *t == *u && capsule_match(t + 1, u + 1, vars);
@@ -627,24 +681,14 @@ static bool capsule_match(const char *t, const char *u, capsule_buf *vars) {
     size_t name_len = (size_t)(close - name);
     const char *from = u;
     if (op == '#') {
-        if (*u != '#') return capsule_match(close + 1, u, vars);
+        if (*u != '#') return false;
         from = ++u;
     }
-    size_t max = strlen(from);
-    if (!op) max = strcspn(from, "/?#");
-    for (size_t n = max + 1; n-- > 0;) {
+    size_t max = op ? strlen(from) : strcspn(from, "/?#");
+    for (size_t n = 1; n <= max; n++) {
         if (!capsule_match(close + 1, from + n, vars)) continue;
         capsule_buf value = {0};
-        for (size_t i = 0; i < n; i++) {
-            char c = from[i];
-            if (!op && c == '%' && i + 2 < n) {
-                char hex[3] = {from[i + 1], from[i + 2], 0};
-                char *end;
-                long v = strtol(hex, &end, 16);
-                if (*end == '\0') { c = (char)v; i += 2; }
-            }
-            capsule_buf_append(&value, &c, 1);
-        }
+        capsule_percent_decode(from, n, &value);
         char *key = malloc(name_len + 1);
         if (!key) abort();
         memcpy(key, name, name_len);

@@ -104,6 +104,23 @@ async fn python_calls_take_instances_built_ahead() {
     assert!(prebuilt >= calls / 2, "only {prebuilt} of {calls} calls ran in an instance built ahead");
 }
 
+/// A template's variables reach an SDK handler as the host and the Rust SDK split and decode
+/// them: the shortest value first, and text (bytes that are not UTF-8, and NUL, which would end
+/// a C string early and name another note, become U+FFFD). The C example echoes the name it got.
+#[tokio::test]
+async fn c_template_variables_are_decoded_to_text() {
+    let built = plugins().join("lang/c.wasm");
+    assert!(built.is_file(), "{} is missing: run plugins/build-examples.sh (tests/run.sh does)", built.display());
+    let server = Server::http(&["--plugin", built.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let read = client.request(1, "resources/read", json!({"uri": "notes://we%FFl%00come%41"})).await;
+    let message = read["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no note we\u{FFFD}l\u{FFFD}comeA"), "{read}");
+    let read = client.request(2, "resources/read", json!({"uri": "notes://welcome"})).await;
+    assert!(read["result"]["contents"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{read}");
+}
+
 #[test]
 fn python_example_over_http() {
     over_http("python");

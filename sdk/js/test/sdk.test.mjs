@@ -35,6 +35,15 @@ test('templates: simple, reserved and fragment expansions', () => {
   assert.deepEqual(variables('a://{x}/{+y}'), ['x', 'y']);
 });
 
+test('templates: values split and decode as the host splits and decodes them', () => {
+  // Each variable takes the shortest non-empty value that lets the rest match (sdk/template).
+  assert.deepEqual(match('x://{a}.{b}', 'x://1.2.3'), { a: '1', b: '2.3' });
+  assert.deepEqual(match('f://{+dir}/{name}', 'f:///srv/a/b.txt'), { dir: '/srv/a', name: 'b.txt' });
+  assert.equal(match('x://{a}.{b}', 'x://.2'), null);
+  assert.deepEqual(match('x://{file.name}', 'x://n'), { 'file.name': 'n' });
+  assert.deepEqual(match('x://{v}', 'x://%FF%41%e2%82%ac%zz'), { v: '\ufffdA€%zz' });
+});
+
 test('tools: schemas, wrapped primitive output, annotations, mistakes', () => {
   tool('t-count', { description: 'Count.', input: s.object({ text: s.string() }), output: s.integer(), readOnly: true }, ({ text }) => text.length);
   const t = registry.tools.get('t-count');

@@ -84,6 +84,15 @@ class Templates(unittest.TestCase):
         self.assertEqual(match("doc://{id}{#part}", "doc://7#intro"), {"id": "7", "part": "intro"})
         self.assertIsNone(match("notes://{id}", "other://x"))
 
+    def test_values_split_as_the_host_splits_them(self):
+        # Each variable takes the shortest non-empty value that lets the rest match, as the
+        # host and the Rust SDK do (sdk/template).
+        self.assertEqual(match("x://{a}.{b}", "x://1.2.3"), {"a": "1", "b": "2.3"})
+        self.assertEqual(match("f://{+dir}/{name}", "f:///srv/a/b.txt"), {"dir": "/srv/a", "name": "b.txt"})
+        self.assertIsNone(match("x://{a}.{b}", "x://.2"))
+        self.assertEqual(match("x://{file.name}", "x://n"), {"file.name": "n"})
+        self.assertEqual(match("x://{v}", "x://%FF%41"), {"v": "\ufffdA"})
+
 
 class Registration(unittest.TestCase):
     def test_a_tool_with_context_structured_output_and_annotations(self):
