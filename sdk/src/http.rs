@@ -185,20 +185,26 @@ impl Request {
         format!("{}://{}{}", self.scheme, self.authority, self.path)
     }
 
-    /// The request a redirect response asks for, if it is one.
+    /// The request a redirect response asks for, if it is one (and not a downgrade from https
+    /// to http).
     fn redirect(&self, response: &Response) -> Result<Option<Request>, HttpError> {
         if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
             return Ok(None);
         }
         let Some(location) = response.header("location") else { return Ok(None) };
-        let url = if location.contains("://") {
-            location
+        // A fragment is the client's business, never sent.
+        let location = location.split('#').next().unwrap_or_default();
+        let path = self.path.split('?').next().unwrap_or_default();
+        let url = if has_scheme(location) {
+            location.to_owned()
         } else if let Some(rest) = location.strip_prefix("//") {
             format!("{}://{rest}", self.scheme)
         } else if location.starts_with('/') {
             format!("{}://{}{location}", self.scheme, self.authority)
+        } else if location.is_empty() || location.starts_with('?') {
+            // The same path, with the new query (or none).
+            format!("{}://{}{path}{location}", self.scheme, self.authority)
         } else {
-            let path = self.path.split('?').next().unwrap_or_default();
             let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
             format!("{}://{}{dir}{location}", self.scheme, self.authority)
         };
@@ -209,13 +215,18 @@ impl Request {
             _ => (self.method.clone(), self.body.clone()),
         };
         let mut next = Request::new(&method, &url)?;
+        // From https to http, what the request carries would go out in clear text: the
+        // redirect is not followed, and the plugin gets the 3xx response to judge.
+        if self.scheme == "https" && next.scheme == "http" {
+            return Ok(None);
+        }
         next.headers = self.headers.clone();
-        // Credentials go only where they were meant to: never to another host or scheme.
+        // Credentials go only where they were meant to. Whatever header a plugin put its key
+        // in, only headers that carry none follow a redirect to another host or scheme.
         if (next.scheme.as_str(), next.authority.to_ascii_lowercase())
             != (self.scheme.as_str(), self.authority.to_ascii_lowercase())
         {
-            next.headers
-                .retain(|(name, _)| !matches!(name.as_str(), "authorization" | "cookie" | "proxy-authorization"));
+            next.headers.retain(|(name, _)| CROSS_ORIGIN_HEADERS.contains(&name.as_str()));
         }
         next.body = body;
         next.timeout = self.timeout;
@@ -343,6 +354,21 @@ fn stream_error(error: StreamError) -> String {
     }
 }
 
+/// The headers a redirect to another host or scheme keeps: the ones that describe the
+/// request and the client (the Fetch standard's safelisted ones, and `user-agent`), never a
+/// credential.
+const CROSS_ORIGIN_HEADERS: [&str; 6] =
+    ["accept", "accept-language", "content-language", "content-type", "user-agent", "accept-encoding"];
+
+/// Whether a URL reference starts with a scheme (`https:`), as opposed to a path that merely
+/// holds `://` in its query.
+fn has_scheme(reference: &str) -> bool {
+    let Some((scheme, _)) = reference.split_once(':') else { return false };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +407,9 @@ mod tests {
         assert_eq!(redirected(from, 302, "//c.example/z").url(), "https://c.example/z");
         assert_eq!(redirected(from, 301, "/root").url(), "https://a.example/root");
         assert_eq!(redirected(from, 302, "other?q").url(), "https://a.example/docs/other?q");
+        assert_eq!(redirected(from, 302, "?q=2").url(), "https://a.example/docs/page?q=2");
+        assert_eq!(redirected(from, 302, "/login?next=https://a/").url(), "https://a.example/login?next=https://a/");
+        assert_eq!(redirected(from, 302, "next#part").url(), "https://a.example/docs/next");
         let kept = redirected(from, 307, "/again");
         assert_eq!((kept.method.as_str(), kept.body.as_slice()), ("POST", &b"x"[..]));
         let get = redirected(from, 303, "/done");
@@ -400,6 +429,18 @@ mod tests {
             body: Vec::new(),
         };
         assert_eq!(secret.redirect(&response).unwrap().unwrap().headers, vec![("accept".to_owned(), b"*/*".to_vec())]);
+        // A key in a header of the plugin's own naming stays home too.
+        let keyed = Request::get(from).unwrap().header("X-Api-Key", "k").header("user-agent", "ua");
+        let kept = keyed.redirect(&response).unwrap().unwrap().headers;
+        assert_eq!(kept, vec![("user-agent".to_owned(), b"ua".to_vec())]);
+        // From https to http: not followed, the 3xx is the answer.
+        let downgrade = Response {
+            url: from.into(),
+            status: 301,
+            headers: vec![("location".into(), b"http://a.example/docs/page".to_vec())],
+            body: Vec::new(),
+        };
+        assert!(keyed.redirect(&downgrade).unwrap().is_none());
         let plain = Response { url: from.into(), status: 200, headers: Vec::new(), body: Vec::new() };
         assert!(Request::get(from).unwrap().redirect(&plain).unwrap().is_none());
     }

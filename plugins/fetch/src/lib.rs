@@ -32,8 +32,15 @@ fn fetch(args: FetchArgs) -> Result<String, String> {
     // As the request writes it: `HTTP://Host/` is no redirect for answering as `http://host/`.
     let asked = request.url();
     let response = request.send().map_err(explain)?;
-    // What comes back as a redirect is one the SDK stopped following: a loop, or too many.
+    // What comes back as a redirect is one the SDK stopped following: a downgrade to http,
+    // a loop, or too many.
     if let (301 | 302 | 303 | 307 | 308, Some(location)) = (response.status, response.header("location")) {
+        if response.url.starts_with("https:") && location.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("http:")) {
+            return Err(format!(
+                "{} redirected from https to {location} (HTTP {}); not followed: it would leave TLS",
+                response.url, response.status
+            ));
+        }
         return Err(format!(
             "{} redirected more than {} times (the last answer, HTTP {}, pointed to {location}); giving up",
             args.url,
