@@ -105,6 +105,45 @@ async fn a_nested_grant_cannot_be_swapped_for_a_symlink() {
     assert!(!said.contains("outside"), "{said}");
 }
 
+/// A link planted above a nested grant rather than in its place: `outer/mid -> ../lure`
+/// makes the inner grant's path `outer/mid/inner` lead to `lure/inner`. The policy read then
+/// refuses the link, and the reload that follows (it keeps the policy in force) must not open
+/// the grant again through it: the plugin keeps the directory it was granted.
+#[tokio::test]
+async fn a_link_planted_above_a_nested_grant_is_not_followed_by_a_reload() {
+    let tree = Tree::new("nested-above");
+    let outer = tree.dir("outer", "outer.txt");
+    let inner = tree.dir("outer/mid/inner", "inner.txt");
+    std::fs::create_dir_all(tree.base.join("lure/inner")).unwrap();
+    std::fs::write(tree.base.join("lure/inner/secret.txt"), "LURE-SECRET").unwrap();
+    let policy = tree.base.join("capsule.toml");
+    let text = format!(
+        "[plugins.hostile]\ndirs = [{{ path = {:?}, write = true }}, {{ path = {:?} }}]\n",
+        outer.display(),
+        inner.display()
+    );
+    std::fs::write(&policy, &text).unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let server = Server::http(&["--plugin", hostile.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+    let call = async |id, tool: &str, arguments: Value| {
+        client.request(id, "tools/call", json!({"name": tool, "arguments": arguments})).await["result"].clone()
+    };
+    let planted = call(1, "plant_symlink", json!({"dir": path(&outer), "name": "mid", "target": "../lure"})).await;
+    assert_eq!(planted["isError"], false, "{planted}");
+    // The policy is written again: its reading refuses the link, and a reload follows.
+    std::fs::write(&policy, &text).unwrap();
+    let log = server.wait_for_log("symbolic link owned by the user Capsule runs as");
+    assert!(log.contains("symbolic link owned by the user Capsule runs as"), "{log}");
+    std::thread::sleep(Duration::from_millis(300));
+    let listing = call(2, "list_path", json!({"path": path(&inner)})).await;
+    assert!(!first_text(&listing).contains("secret.txt"), "the grant was opened again through the link: {listing}");
+    assert!(first_text(&listing).contains("inner.txt"), "the grant is the directory granted: {listing}");
+    let read = call(3, "read_path", json!({"path": format!("{}/secret.txt", inner.display())})).await;
+    assert!(!read.to_string().contains("LURE-SECRET"), "{read}");
+}
+
 /// The same swap between nested client roots: a legacy session's roots are resolved once, so
 /// the host must open a root beneath its grant without following symlinks on every call.
 #[tokio::test]
@@ -401,6 +440,11 @@ async fn everything_a_call_produces_is_bounded_and_charged() {
 
     let flood = call(4, "ask_flood", json!({})).await;
     assert!(flood["isError"] == true && first_text(&flood).contains("at most 16 are allowed"), "{flood}");
+
+    // Resources held at once (each open file is also a descriptor of the whole server).
+    let storm = call(41, "resource_storm", json!({})).await;
+    assert_eq!(storm["isError"], true, "{storm}");
+    assert!(!first_text(&storm).contains("held 100000"), "{storm}");
 
     let started = Instant::now();
     let pattern = call(5, "pattern", json!({"word": format!("{}!", "a".repeat(30_000))})).await;

@@ -106,11 +106,29 @@ impl SecretSource {
             SecretSource::Env { env } => std::env::var(env)
                 .map(Secret)
                 .map_err(|_| format!("environment variable {env} is not set (or not UTF-8)")),
-            SecretSource::File { file } => std::fs::read_to_string(file)
+            SecretSource::File { file } => read_secret_file(file)
                 .map(|text| Secret(text.trim_end_matches(['\n', '\r']).to_owned()))
                 .map_err(|e| format!("cannot read {}: {e}", file.display())),
         }
     }
+}
+
+/// The most bytes a secret file may hold: a key or a token, not a file that never ends.
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// A secret file's text: a regular file (a FIFO would hold the policy's reading until
+/// someone writes to it) of at most [`MAX_SECRET_BYTES`].
+fn read_secret_file(file: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(file)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(file)?.take(MAX_SECRET_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SECRET_BYTES {
+        return Err(Error::new(ErrorKind::InvalidData, format!("longer than {MAX_SECRET_BYTES} bytes")));
+    }
+    Ok(text)
 }
 
 impl std::fmt::Debug for Secret {
@@ -232,5 +250,26 @@ impl Limits {
                 None => self.output,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_file_is_a_short_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key");
+        std::fs::write(&key, "s3cret\n").unwrap();
+        assert_eq!(SecretSource::File { file: key }.read().unwrap().expose(), "s3cret");
+        let long = dir.path().join("long");
+        std::fs::write(&long, "x".repeat(MAX_SECRET_BYTES as usize + 1)).unwrap();
+        assert!(SecretSource::File { file: long }.read().unwrap_err().contains("longer than"));
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0).unwrap();
+        assert!(SecretSource::File { file: fifo }.read().unwrap_err().contains("not a regular file"));
+        let folder = SecretSource::File { file: dir.path().to_owned() };
+        assert!(folder.read().unwrap_err().contains("not a regular file"));
     }
 }

@@ -43,26 +43,33 @@ pub(crate) struct GrantDirs {
 }
 
 impl GrantDirs {
-    /// Open every directory `grants` names. The paths are canonical (the policy resolved
-    /// them), so a symlink found in place of one means it was swapped since: refused.
+    /// Open every directory `grants` names ([`open_granted`]). The paths are canonical (the
+    /// policy resolved them), so a symlink found anywhere on one means it was put there
+    /// since: refused.
     pub fn open(grants: &Grants) -> Result<GrantDirs, String> {
         let handles = grants
             .dirs
             .iter()
             .map(|dir| {
-                rustix::fs::open(&dir.path, DIR, Mode::empty())
-                    .map_err(|e| format!("cannot open granted directory {}: {e}", dir.path.display()))
+                open_granted(&dir.path).map_err(|e| {
+                    format!(
+                        "cannot open granted directory {} without following a symbolic link: {e}",
+                        dir.path.display()
+                    )
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(GrantDirs { handles })
     }
 
-    /// Whether each handle is still the directory at its granted path (a directory the
-    /// operator replaced is opened again on the next reload).
+    /// Whether each handle is still the directory at its granted path, reached as
+    /// [`open_granted`] reaches it (a directory the operator replaced is opened again on the
+    /// next reload; one behind a planted link is not current, and does not open again).
     pub fn is_current(&self, grants: &Grants) -> bool {
         self.handles.len() == grants.dirs.len()
             && self.handles.iter().zip(&grants.dirs).all(|(handle, dir)| {
-                match (rustix::fs::fstat(handle), rustix::fs::stat(&dir.path)) {
+                let there = open_granted(&dir.path).and_then(|there| Ok(rustix::fs::fstat(there)?));
+                match (rustix::fs::fstat(handle), there) {
                     (Ok(held), Ok(there)) => (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino),
                     _ => false,
                 }
@@ -113,6 +120,19 @@ pub(crate) fn vanished_dir() -> io::Result<OwnedFd> {
 /// Preopen [`vanished_dir`]'s `handle`, read-only, as `/`.
 pub(crate) fn preopen_vanished(wasi: &mut WasiCtxBuilder, handle: BorrowedFd<'_>) -> Result<(), String> {
     wasi.preopened_dir(handle_path(handle), "/", FsPerms::ReadOnly).map(|_| ()).map_err(|e| format!("{e:#}"))
+}
+
+/// Open the directory at the absolute, canonical `path` from `/` one plain name at a time,
+/// following no symbolic link anywhere on the way. Opening the whole path at once would
+/// follow a link in a parent: a plugin with a writable grant above a nested grant (its own
+/// or another plugin's) can swap a directory on the way for `x -> ../..`, and the next open
+/// by path would land wherever the link leads.
+fn open_granted(path: &Path) -> io::Result<OwnedFd> {
+    let relative = path
+        .strip_prefix("/")
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a granted path is absolute"))?;
+    let root = rustix::fs::open("/", DIR, Mode::empty())?;
+    Ok(open_beneath(root.as_fd(), relative)?.unwrap_or(root))
 }
 
 /// Open `beneath` below `base` one plain name at a time, refusing symlinks, `..` and
@@ -166,18 +186,34 @@ pub(crate) fn refuse_special_files(linker: &mut Linker<CallState>) -> wasmtime::
 }
 
 /// Whether `path` beneath `dir` names something that is neither a regular file, a directory
-/// nor a symlink. Looked up without opening it (`O_PATH`), never leaving `dir`; whatever
-/// cannot be looked up is left to the open to refuse. A FIFO put in a file's place between
-/// this lookup and the open would still block it, but only someone on the host can make one
-/// (WASI has no call that does).
+/// nor a symlink, or cannot be told. Looked up without opening it (`O_PATH`), never leaving
+/// `dir`. A lookup that fails the way the open will fail too (nothing there, not a
+/// directory, a link not followed, outside `dir`, no access) is left to the open to report;
+/// any other failure refuses the open rather than risk it: `openat2` missing (Linux before
+/// 5.6, or a seccomp filter), or a lookup still racing renames elsewhere after a few tries,
+/// since wasmtime-wasi's own open falls back to resolving by hand and would open a FIFO. A
+/// FIFO renamed into a file's place between this lookup and the open would still block it,
+/// but only someone on the host can make one (WASI has no call that does).
 fn is_special(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
     use rustix::fs::{FileType, ResolveFlags};
+    use rustix::io::Errno;
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
     }
     let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-    let Ok(found) = rustix::fs::openat2(dir, path, flags, Mode::empty(), beneath) else { return false };
+    let mut tries = 0;
+    let found = loop {
+        match rustix::fs::openat2(dir, path, flags, Mode::empty(), beneath) {
+            Ok(found) => break found,
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::XDEV | Errno::ACCESS | Errno::NAMETOOLONG) => {
+                return false;
+            }
+            // A rename somewhere on the system while `..` was resolved: look again.
+            Err(Errno::AGAIN) if tries < 3 => tries += 1,
+            Err(_) => return true,
+        }
+    };
     rustix::fs::fstat(&found).is_ok_and(|stat| {
         !matches!(
             FileType::from_raw_mode(stat.st_mode),
@@ -226,5 +262,31 @@ mod tests {
         let seen = std::fs::read_dir(handle_path(dirs.handles[0].as_fd())).unwrap();
         assert_eq!(seen.map(|e| e.unwrap().file_name()).collect::<Vec<_>>(), vec!["a"]);
         assert!(GrantDirs::open(&grants).is_err(), "a symlink in place of a grant is refused");
+    }
+
+    /// A link planted above a nested grant, not in its place: `w/pub -> ../lure` makes the
+    /// path `w/pub/data` lead to `lure/data`. Neither the open nor the currency check follows it.
+    #[test]
+    fn a_link_anywhere_on_a_granted_path_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("w/pub/data")).unwrap();
+        std::fs::create_dir_all(base.join("lure/data")).unwrap();
+        std::fs::write(base.join("lure/data/secret.txt"), "s").unwrap();
+        let data = base.join("w/pub/data");
+        let grants = Grants {
+            dirs: vec![DirGrant { path: data.clone(), guest: "/d".into(), write: false }],
+            ..Grants::default()
+        };
+        let dirs = GrantDirs::open(&grants).unwrap();
+        std::fs::rename(base.join("w/pub"), base.join("w/pub.o")).unwrap();
+        std::os::unix::fs::symlink("../lure", base.join("w/pub")).unwrap();
+        assert!(std::fs::metadata(data.join("secret.txt")).is_ok(), "the path now leads to the lure");
+        assert!(!dirs.is_current(&grants), "the handle is not what the path reaches");
+        let refused = GrantDirs::open(&grants).unwrap_err();
+        assert!(refused.contains("without following a symbolic link"), "{refused}");
+        // The handle held still names the directory granted.
+        let seen = std::fs::read_dir(handle_path(dirs.handles[0].as_fd())).unwrap();
+        assert_eq!(seen.count(), 0);
     }
 }

@@ -19,6 +19,13 @@ use super::net::NetworkGate;
 use super::stderr::CallStderr;
 use crate::policy::{Grants, Mount};
 
+/// The most WASI resources (open files and directories, streams, pollables, HTTP requests)
+/// one call may hold at once. Each open file is a descriptor of the whole process, outside
+/// the call's memory cap: wasmtime's default of a million per call let one plugin opening
+/// files in a loop take every descriptor the server has (connections, other calls' mounts,
+/// the compile cache) until its deadline. One more traps the call.
+pub(crate) const MAX_RESOURCES: usize = 4096;
+
 /// Everything a call's store holds.
 pub(crate) struct CallState {
     wasi: WasiCtx,
@@ -115,7 +122,11 @@ impl CallState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             network: NetworkGate::new(sandbox.plugin.clone(), sandbox.grants.network.clone()),
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_RESOURCES);
+                table
+            },
             limiter,
             events: sandbox.events,
             events_left: sandbox.event_limit,

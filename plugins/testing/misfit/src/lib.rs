@@ -64,6 +64,7 @@ impl tools::Guest for Misfit {
                 "list_storm",
                 "add_tool",
                 "announce",
+                "resource_storm",
             ]
             .into_iter()
             .map(|name| tool(name, OBJECT))
@@ -135,6 +136,13 @@ impl tools::Guest for Misfit {
                 Ok(text("announced"))
             }
             "pattern" => Ok(text("matched")),
+            // Resources held at once, each a host table entry (a file opened in a loop is the
+            // same, and a descriptor too): far more than a call may hold.
+            "resource_storm" => {
+                let held: Vec<_> =
+                    (0..100_000).map(|_| wasip2::clocks::monotonic_clock::subscribe_duration(1 << 40)).collect();
+                Ok(text(format!("held {} pollables", held.len())))
+            }
             other => Err(Error::NotFound(format!("no tool {other}"))),
         }
     }
