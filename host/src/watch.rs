@@ -101,29 +101,16 @@ impl DirWatch {
         wanted.extend(targets.iter().cloned());
         wanted.sort();
         wanted.dedup();
-        for dir in self.watching.iter().filter(|d| !wanted.contains(d)) {
-            let _ = self.watcher.unwatch(dir);
-        }
-        let mut watching = Vec::new();
-        for dir in wanted {
-            if self.watching.contains(&dir) {
-                watching.push(dir);
-                continue;
+        self.watching = rewatch(&mut self.watcher, &self.watching, wanted, |dir, watched| match watched {
+            Ok(()) if targets.iter().any(|t| t == dir) => {
+                tracing::info!("watching {} for plugin changes", dir.display())
             }
-            match self.watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    if targets.contains(&dir) {
-                        tracing::info!("watching {} for plugin changes", dir.display());
-                    }
-                    watching.push(dir);
-                }
-                Err(e) if targets.contains(&dir) => {
-                    tracing::warn!("cannot watch {} yet ({e}); it is watched for in its parent", dir.display())
-                }
-                Err(e) => tracing::debug!("cannot watch {}: {e}", dir.display()),
+            Ok(()) => {}
+            Err(e) if targets.iter().any(|t| t == dir) => {
+                tracing::warn!("cannot watch {} yet ({e}); it is watched for in its parent", dir.display())
             }
-        }
-        self.watching = watching;
+            Err(e) => tracing::debug!("cannot watch {}: {e}", dir.display()),
+        });
         *self.targets.write().unwrap_or_else(|e| e.into_inner()) = targets;
     }
 
@@ -179,23 +166,40 @@ impl FileWatch {
         let mut wanted: Vec<PathBuf> = paths.iter().filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
         wanted.sort();
         wanted.dedup();
-        for dir in self.watching.iter().filter(|d| !wanted.contains(d)) {
-            let _ = self.watcher.unwatch(dir);
-        }
-        let mut watching = Vec::new();
-        for dir in wanted {
-            if self.watching.contains(&dir) {
-                watching.push(dir);
-                continue;
+        self.watching = rewatch(&mut self.watcher, &self.watching, wanted, |dir, watched| {
+            if let Err(e) = watched {
+                tracing::warn!("cannot watch {} for changes to configuration: {e}", dir.display());
             }
-            match self.watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => watching.push(dir),
-                Err(e) => tracing::warn!("cannot watch {} for changes to configuration: {e}", dir.display()),
-            }
-        }
-        self.watching = watching;
+        });
         *self.paths.write().unwrap_or_else(|e| e.into_inner()) = paths;
     }
+}
+
+/// Watch `wanted` (non-recursively) and stop watching the rest of `watching`; returns what is
+/// watched now. Each new watch's outcome goes to `told`.
+fn rewatch(
+    watcher: &mut notify::RecommendedWatcher,
+    watching: &[PathBuf],
+    wanted: Vec<PathBuf>,
+    told: impl Fn(&Path, notify::Result<()>),
+) -> Vec<PathBuf> {
+    for dir in watching.iter().filter(|d| !wanted.contains(d)) {
+        let _ = watcher.unwatch(dir);
+    }
+    let mut now = Vec::new();
+    for dir in wanted {
+        if watching.contains(&dir) {
+            now.push(dir);
+            continue;
+        }
+        let watched = watcher.watch(&dir, notify::RecursiveMode::NonRecursive);
+        let ok = watched.is_ok();
+        told(&dir, watched);
+        if ok {
+            now.push(dir);
+        }
+    }
+    now
 }
 
 /// The paths that name `file` on the way to it, absolute and free of `.` and `..`: each
