@@ -73,7 +73,7 @@ impl Access {
 
 /// Read the token from `path`, or create the file with a fresh random token (mode 0600).
 pub fn token(path: &Path) -> Result<Token> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::files::read_text(path, 64 << 10) {
         Ok(text) => text.trim().to_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let bytes: [u8; 32] = rand::random();

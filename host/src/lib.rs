@@ -53,6 +53,7 @@ mod bounded;
 pub mod catalog;
 pub mod check;
 pub mod cli;
+pub mod files;
 pub mod idle_poll;
 pub mod loader;
 pub mod mcp;

@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::catalog::{Catalog, Offerings, Published, Publisher};
+use crate::catalog::{Catalog, CatalogError, Offerings, Published, Publisher};
 use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 use crate::telemetry::Load;
@@ -95,17 +95,7 @@ const MAX_COMPONENT_BYTES: u64 = 1 << 30;
 /// [`MAX_COMPONENT_BYTES`]: a FIFO would block the read for good, `/dev/zero` would fill
 /// memory.
 pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(refused("not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
-        return Err(refused(format!("larger than {} MiB", MAX_COMPONENT_BYTES >> 20)));
-    }
-    Ok(bytes)
+    crate::files::read_regular(path, MAX_COMPONENT_BYTES)
 }
 
 /// Refuse `path` unless it is in one of `dirs`: first as written (absolute, no `..`), so
@@ -522,16 +512,36 @@ async fn load_one(
     earlier: Option<&Arc<Plugin>>,
 ) -> Result<(Arc<Plugin>, Vec<String>), String> {
     check_name(name)?;
-    let grants = policy.grants(name);
     // The same bytes with another sidecar declaration are loaded again, to carry it.
-    let plugin = match earlier.filter(|p| p.digest() == sha256 && p.needs() == needs.as_ref()) {
-        Some(same) if same.has_grants(&grants) => Arc::clone(same),
-        Some(same) => {
-            runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
-            Arc::new(same.with_grants(grants).map_err(|e| e.to_string())?)
+    match earlier.filter(|p| p.digest() == sha256 && p.needs() == needs.as_ref()) {
+        Some(same) => regranted(runtime, policy, name, same),
+        None => {
+            let grants = policy.grants(name);
+            let plugin = runtime.load(account, name, (bytes, needs), grants).await.map_err(|e| e.to_string())?;
+            within_needs_mode(policy, name, Arc::new(plugin))
         }
-        None => Arc::new(runtime.load(account, name, (bytes, needs), grants).await.map_err(|e| e.to_string())?),
-    };
+    }
+}
+
+/// `plugin` under the grants `policy` gives it now: itself when they are the ones it has,
+/// else the same version sandboxed anew. A version kept serving when its replacement fails
+/// goes through this too, so that taking a grant away never waits for a file that loads.
+fn regranted(
+    runtime: &PluginRuntime,
+    policy: &Policy,
+    name: &str,
+    plugin: &Arc<Plugin>,
+) -> Result<(Arc<Plugin>, Vec<String>), String> {
+    let grants = policy.grants(name);
+    if plugin.has_grants(&grants) {
+        return within_needs_mode(policy, name, Arc::clone(plugin));
+    }
+    runtime.check_grants(name, &grants).map_err(|e| e.to_string())?;
+    within_needs_mode(policy, name, Arc::new(plugin.with_grants(grants).map_err(|e| e.to_string())?))
+}
+
+/// `plugin` with the needs it declares beyond its grants, unless the policy refuses those.
+fn within_needs_mode(policy: &Policy, name: &str, plugin: Arc<Plugin>) -> Result<(Arc<Plugin>, Vec<String>), String> {
     let beyond = plugin.needs().map(|needs| needs.beyond(plugin.grants())).unwrap_or_default();
     if !beyond.is_empty() && policy.needs_mode() == NeedsMode::Refuse {
         return Err(format!(
@@ -562,7 +572,7 @@ fn hashed(bytes: Arc<[u8]>, sidecar: Option<&str>) -> Result<Contents, String> {
 /// A plugin file's sidecar declaration, if it has one.
 pub fn read_sidecar(wasm: &Path) -> Result<Option<String>, String> {
     let path = sidecar_path(wasm);
-    match std::fs::read_to_string(&path) {
+    match crate::files::read_text(&path, crate::files::MAX_CONFIG_BYTES) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
@@ -670,24 +680,33 @@ async fn build(
             needs_beyond_grants: Vec::new(),
         };
         let mut accepted: Option<Arc<Offerings>> = None;
-        let fresh_offerings = fresh.as_ref().ok().map(|(offered, _)| offered);
-        for offered in [fresh_offerings, earlier].into_iter().flatten() {
-            let mut candidate = loaded.clone();
-            candidate.push(offered.clone());
-            match Catalog::build(candidate) {
-                Ok(next) => {
-                    if let Some(publisher) = progress {
-                        publisher.publish(next.clone());
-                    }
-                    catalog = next;
-                    accepted = Some(offered.clone());
-                    break;
+        if let Ok((offered, _)) = &fresh {
+            accepted = accept(loaded_catalog(&loaded, offered, progress), &name, offered, &mut status, &mut catalog);
+        }
+        if accepted.is_none()
+            && let Some(earlier) = earlier
+        {
+            // The version serving now goes on, but as the policy grants it now. Under the
+            // same policy entry it keeps the directories it opened: one of their paths may
+            // lead elsewhere now (a link planted by a plugin), and reopening it is refused.
+            let serving = earlier.plugin();
+            let kept = if **serving.grants() == *policy.grants(&name) {
+                within_needs_mode(policy, &name, Arc::clone(serving))
+            } else {
+                regranted(runtime, policy, &name, serving)
+            };
+            let fallback = match kept {
+                Ok((plugin, _)) => offerings_of(plugin, previous).await,
+                Err(e) => Err(e),
+            };
+            match fallback {
+                Ok(offered) => {
+                    let built = loaded_catalog(&loaded, &offered, progress);
+                    accepted = accept(built, &name, &offered, &mut status, &mut catalog);
                 }
                 Err(e) => {
-                    tracing::error!("plugin {name} (sha256 {}) not served: {e}", &offered.plugin().digest()[..12]);
-                    if status.last_error.is_none() {
-                        status.last_error = Some(e.to_string());
-                    }
+                    tracing::error!("plugin {name}: the version serving cannot go on under its grants now: {e}");
+                    status.last_error.get_or_insert(e);
                 }
             }
         }
@@ -750,6 +769,42 @@ async fn build(
     }
     statuses.sort_by_key(|(at, _)| *at);
     (catalog, statuses.into_iter().map(|(_, status)| status).collect())
+}
+
+/// The catalog of `loaded` and `offered` after them, published at once with `progress`.
+fn loaded_catalog(
+    loaded: &[Arc<Offerings>],
+    offered: &Arc<Offerings>,
+    progress: Option<&Publisher>,
+) -> Result<Catalog, CatalogError> {
+    let mut candidate = loaded.to_vec();
+    candidate.push(offered.clone());
+    let next = Catalog::build(candidate)?;
+    if let Some(publisher) = progress {
+        publisher.publish(next.clone());
+    }
+    Ok(next)
+}
+
+/// Take `built` as the catalog when it could be built with `offered`, else note why not.
+fn accept(
+    built: Result<Catalog, CatalogError>,
+    name: &str,
+    offered: &Arc<Offerings>,
+    status: &mut PluginStatus,
+    catalog: &mut Catalog,
+) -> Option<Arc<Offerings>> {
+    match built {
+        Ok(next) => {
+            *catalog = next;
+            Some(offered.clone())
+        }
+        Err(e) => {
+            tracing::error!("plugin {name} (sha256 {}) not served: {e}", &offered.plugin().digest()[..12]);
+            status.last_error.get_or_insert_with(|| e.to_string());
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authenticator;
 use crate::loader::{DEFAULT_TENANT, Loader, Sources, Status};
 use crate::mcp::{Shared, StateCodec};
-use crate::policy::{LimitOverrides, Limits, Policy, PolicyError, PolicyFile, TENANT_FILE, TenantFile};
+use crate::policy::{
+    LimitOverrides, Limits, NeedsMode, Policy, PolicyError, PolicyFile, Quotas, TENANT_FILE, TenantFile,
+};
 use crate::runtime::PluginRuntime;
 use crate::watch::{Change, FileWatch, settle};
 
@@ -435,21 +437,38 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
     let base = Limits::default();
     let mut file = match &config.policy {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.clone(), source })?;
+            let text = crate::files::read_text(path, crate::files::MAX_CONFIG_BYTES)
+                .map_err(|source| PolicyError::Read { path: path.clone(), source })?;
             Some(PolicyFile::parse(&text, path, base, &config.flags)?)
         }
         None => None,
     };
     let mut tenants: Vec<TenantFile> = file.as_mut().map(PolicyFile::take_tenants).unwrap_or_default();
     if let Some(dir) = &config.dir {
-        for tenant in read_dir(dir, &config.flags)? {
+        // A tenant folder's settings start from the policy file's, as a listed tenant's do.
+        let inherited = file.as_ref().map_or((base, Quotas::default(), NeedsMode::default()), |file| {
+            (file.defaults(), file.quotas(), file.needs())
+        });
+        for tenant in read_dir(dir, inherited, &config.flags)? {
             if tenants.iter().any(|t| t.id == tenant.id) {
                 return Err(TenantsError::Duplicate(tenant.id));
             }
             tenants.push(tenant);
         }
         TenantFile::check_hosts(&tenants)?;
+    }
+    if !tenants.is_empty()
+        && let Some(file) = file.as_ref().filter(|file| file.speaks_for_default_tenant())
+    {
+        // Its plugins' grants and its [auth] would be dropped without a word, leaving the
+        // tenants' endpoints open.
+        return Err(PolicyError::Parse {
+            path: file.path().into(),
+            message: "top-level [plugins.*] and [auth] are the single default tenant's, and with tenants there is \
+                      none; put them in each tenant's own file or [tenants.<id>] table"
+                .into(),
+        }
+        .into());
     }
     if tenants.is_empty() {
         let sources = config.sources.clone();
@@ -477,7 +496,11 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
 }
 
 /// The tenants of a tenants directory: one per folder, named by the folder.
-fn read_dir(dir: &Path, flags: &LimitOverrides) -> Result<Vec<TenantFile>, TenantsError> {
+fn read_dir(
+    dir: &Path,
+    inherited: (Limits, Quotas, NeedsMode),
+    flags: &LimitOverrides,
+) -> Result<Vec<TenantFile>, TenantsError> {
     let failed = |source| TenantsError::Dir { path: dir.into(), source };
     let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(failed)?
@@ -493,12 +516,59 @@ fn read_dir(dir: &Path, flags: &LimitOverrides) -> Result<Vec<TenantFile>, Tenan
             continue;
         }
         let path = folder.join(TENANT_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::files::read_text(&path, crate::files::MAX_CONFIG_BYTES) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => return Err(PolicyError::Read { path, source }.into()),
         };
-        tenants.push(TenantFile::parse(&id, text.as_deref(), &path, Limits::default(), flags)?);
+        tenants.push(TenantFile::parse(&id, text.as_deref(), &path, inherited, flags)?);
     }
     Ok(tenants)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, policy: &str) -> TenantsConfig {
+        let file = dir.join("capsule.toml");
+        std::fs::write(&file, policy).unwrap();
+        std::fs::create_dir_all(dir.join("tenants/acme")).unwrap();
+        TenantsConfig {
+            policy: Some(file),
+            dir: Some(dir.join("tenants")),
+            flags: LimitOverrides::default(),
+            sources: Sources::default(),
+            watch: false,
+        }
+    }
+
+    #[test]
+    fn tenant_folders_start_from_the_policy_files_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "needs_beyond_grants = \"refuse\"\n[limits]\nmemory_mib = 16\ncpu_ms = 100\n\
+                    [quotas]\nconcurrent_calls = 1";
+        let specs = read(&config(dir.path(), text)).unwrap();
+        let policy = specs[0].policy.as_ref().unwrap();
+        assert_eq!(specs[0].id, "acme");
+        assert_eq!((policy.defaults().memory, policy.defaults().cpu.as_millis()), (16 << 20, 100));
+        assert_eq!(policy.quotas().concurrent_calls, Some(1));
+        assert_eq!(policy.needs(), NeedsMode::Refuse);
+    }
+
+    #[test]
+    fn what_only_the_default_tenant_could_have_is_refused_beside_tenant_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = "ab".repeat(32);
+        for text in [
+            "[plugins.calc.limits]\nmemory_mib = 8".to_owned(),
+            format!(
+                "[auth]\nresource = \"https://mcp.example/mcp\"\n\
+                 api_keys = [{{ subject = \"s\", sha256 = \"{key}\", scopes = [] }}]"
+            ),
+        ] {
+            let Err(error) = read(&config(dir.path(), &text)) else { panic!("{text}: accepted") };
+            assert!(error.to_string().contains("single default tenant's"), "{text}: {error}");
+        }
+    }
 }

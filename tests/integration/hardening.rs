@@ -319,6 +319,8 @@ async fn check_and_serve_agree() {
         ("duplicate", "", Some("tool \"x\" is provided by both plugin misfit and plugin misfit")),
         ("trap", "", Some("listing fails on purpose")),
         ("level3-template", "", Some("operator `?`")),
+        ("doubling-schema", "", Some("more than 100000 schema objects")),
+        ("many-templates", "", Some("at most 256 are served")),
         ("", "limits = { memory_mib = 1 }\n", Some("memory limit")),
     ];
     for (mode, extra, refusal) in cases {
@@ -407,6 +409,46 @@ async fn uri_matching_is_linear_and_uris_are_capped() {
         assert!(refused["error"]["message"].as_str().unwrap().contains("the limit is 16384 bytes"), "{method}");
         assert!(started.elapsed() < Duration::from_secs(2), "{method} took {:?}", started.elapsed());
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// What a plugin reports goes out as MCP has it: progress only while it rises and is a number,
+/// structured content only when a client's parser would take it.
+#[test]
+fn progress_and_structured_content_are_held_to_json_and_mcp() {
+    let dir = scratch_dir("odd-output");
+    let policy = misfit_policy(&dir, "", "");
+    let mut stdio =
+        StdioServer::start_with(&["--plugin", misfit().to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    stdio.initialize("2025-11-25");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "odd_progress",
+        "arguments": {}, "_meta": {"progressToken": "p"}}}));
+    let mut reported = Vec::new();
+    loop {
+        let message = stdio.read();
+        if message["method"] == "notifications/progress" {
+            reported.push((message["params"]["progress"].clone(), message["params"]["total"].clone()));
+        } else if message["id"] == 2 {
+            assert_eq!(first_text(&message["result"]), "reported", "{message}");
+            break;
+        }
+    }
+    assert_eq!(reported, [(json!(1.0), Value::Null), (json!(2.0), Value::Null), (json!(3.0), json!(3.0))]);
+    for (id, tool, expected) in [(3, "deep_output", "recursion limit"), (4, "huge_number", "number out of range")] {
+        stdio.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}}),
+        );
+        let answer = loop {
+            let message = stdio.read();
+            if message["id"] == id {
+                break message;
+            }
+        };
+        let result = &answer["result"];
+        assert!(result["isError"] == true && first_text(result).contains(expected), "{tool}: {answer}");
+        assert!(result.get("structuredContent").is_none(), "{tool}: {answer}");
+    }
+    stdio.finish();
     let _ = std::fs::remove_dir_all(dir);
 }
 

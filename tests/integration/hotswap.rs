@@ -286,6 +286,59 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A grant taken away applies at once even when the plugin's newest file does not load: the
+/// version kept serving is sandboxed again under what the policy grants now, not left with
+/// the grants it was loaded with.
+#[tokio::test]
+async fn a_grant_taken_away_applies_while_the_plugin_file_is_broken() {
+    let dir = scratch_dir("policy-revoke-broken");
+    let (served, data) = (dir.join("plugins"), dir.join("data"));
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("secret.txt"), "the secret").unwrap();
+    std::fs::copy(plugins().join("files.wasm"), served.join("files.wasm")).unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.files]\ndirs = [{{ path = {:?} }}]\n", data.display())).unwrap();
+    let args = ["--config", policy.to_str().unwrap(), "--plugins", served.to_str().unwrap()];
+    let (server, admin) = Admin::serve(&dir, &args);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let mut id = 0;
+    let mut read = async || {
+        id += 1;
+        let arguments = json!({"path": data.join("secret.txt")});
+        first_text(
+            &client.request(id, "tools/call", json!({"name": "read_file", "arguments": arguments})).await["result"],
+        )
+    };
+    assert_eq!(read().await, "the secret");
+    // A broken build lands first (renamed in whole), then the grant goes.
+    std::fs::write(dir.join("broken.wasm"), b"\0asm\x0d\0\x01\0not a component").unwrap();
+    std::fs::rename(dir.join("broken.wasm"), served.join("files.wasm")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, status) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+        let files = status["plugins"].as_array().and_then(|all| all.iter().find(|p| p["name"] == "files")).cloned();
+        if files.is_some_and(|p| p["last_error"].is_string()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the broken file never showed in the status: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(read().await, "the secret", "the version serving went on");
+    std::fs::write(&policy, "[plugins.files]\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = read().await;
+        if !text.contains("the secret") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the grant taken away still applied: {text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A policy mounted the way Kubernetes mounts a ConfigMap: `capsule.toml -> ..data/capsule.toml`,
 /// `..data -> ..<timestamp>`, updated by renaming a new `..data` link into place. The file's
 /// own name never changes; the flip beside it is the change.

@@ -10,6 +10,7 @@
 mod mirrored;
 mod offerings;
 mod publish;
+mod weight;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use mirrored::MirroredParam;
-pub use offerings::{INLINE_VALIDATION_BYTES, Offerings, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
+pub use offerings::{Offerings, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
 pub use publish::{Published, Publisher, Relists, changed_lists};
 
 use crate::runtime::Plugin;
@@ -181,6 +182,17 @@ impl Catalog {
             return Some(&self.resources[i].plugin);
         }
         self.templates.iter().find(|t| t.matcher.matches(uri).is_some()).map(|t| &t.plugin)
+    }
+
+    /// Whether the plugin named `plugin` is the one serving `uri` ([`Catalog::resource_owner`]),
+    /// trying its own templates first: a plugin that names URIs it does not serve costs no
+    /// more than its own templates' matching.
+    pub fn serves(&self, plugin: &str, uri: &str) -> bool {
+        if let Some(&i) = self.resource_index.get(uri) {
+            return self.resources[i].plugin.name() == plugin;
+        }
+        let own = self.templates.iter().position(|t| t.plugin.name() == plugin && t.matcher.matches(uri).is_some());
+        own.is_some_and(|at| !self.templates[..at].iter().any(|t| t.matcher.matches(uri).is_some()))
     }
 
     /// The plugin owning a URI template, for completion requests.

@@ -14,11 +14,24 @@ use crate::telemetry::ToolMeters;
 
 /// Arguments or structured output larger than this are validated on the blocking pool, so a
 /// large value never holds an async worker.
-pub const INLINE_VALIDATION_BYTES: usize = 16 << 10;
+const INLINE_VALIDATION_BYTES: usize = 16 << 10;
+
+/// The most validation work done inline, counted as the value's bytes times its schema's
+/// weight (expanded schema objects, `weight`): a value that a heavy schema applies to is
+/// validated on the blocking pool even when it is small.
+const INLINE_VALIDATION_WORK: u64 = 1 << 20;
 
 /// Compiled size limits for a plugin's `pattern`s: schemas come from untrusted plugins.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 const REGEX_DFA_SIZE_LIMIT: usize = 2 << 20;
+
+/// The most resource templates one plugin may list, and the most variables all of them may
+/// have together. A URI is matched against templates in turn, each in time linear in the URI
+/// for each variable, on the request's worker (and for each URI a plugin says changed, or a
+/// client subscribes to): these keep one lookup in a plugin's templates within a few
+/// milliseconds for the longest URI taken (16 KiB).
+const MAX_TEMPLATES: usize = 256;
+const MAX_TEMPLATE_VARIABLES: usize = 256;
 
 /// One tool, ready to call.
 pub struct ToolEntry {
@@ -30,12 +43,25 @@ pub struct ToolEntry {
     pub mirrored: Box<[MirroredParam]>,
     input_validator: jsonschema::Validator,
     output_validator: Option<jsonschema::Validator>,
+    /// The schemas' weights (see `weight`).
+    input_weight: u64,
+    output_weight: u64,
     /// Its calls' series, found at its first call.
     pub meters: OnceLock<ToolMeters>,
 }
 
 impl ToolEntry {
-    /// Check arguments against the input schema; the error lists every violation.
+    /// Whether arguments of `bytes` are cheap enough to validate on an async worker.
+    pub fn validate_arguments_inline(&self, bytes: usize) -> bool {
+        inline(bytes, self.input_weight)
+    }
+
+    /// Whether structured output of `bytes` is cheap enough to validate on an async worker.
+    pub fn validate_output_inline(&self, bytes: usize) -> bool {
+        inline(bytes, self.output_weight)
+    }
+
+    /// Check arguments against the input schema; the error names the first violation.
     pub fn validate_arguments(&self, arguments: &Value) -> Result<(), String> {
         describe_errors(&self.input_validator, arguments)
     }
@@ -49,13 +75,18 @@ impl ToolEntry {
     }
 }
 
+fn inline(bytes: usize, weight: u64) -> bool {
+    bytes <= INLINE_VALIDATION_BYTES && (bytes as u64).saturating_mul(weight) <= INLINE_VALIDATION_WORK
+}
+
 fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
-    // The common case, valid input, needs no error values built.
+    // The common case, valid input, needs no error values built. An invalid value gets its
+    // first violation only: jsonschema builds every error before its iterator yields one,
+    // and a client's array of two million wrong items would be two million errors (GiBs).
     if validator.is_valid(value) {
         return Ok(());
     }
-    let errors: Vec<String> = validator.iter_errors(value).take(10).map(|e| describe(&e)).collect();
-    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    validator.validate(value).map_err(|e| describe(&e))
 }
 
 /// Longest description of one violation. A message quotes the offending value, and a
@@ -129,7 +160,11 @@ impl Offerings {
             })?;
             let output_schema =
                 tool.output_schema.as_deref().map(|s| parse_schema(name, &tool.name, "output", s)).transpose()?;
+            let input_weight = weigh(name, &tool.name, "input", &input_schema)?;
+            let output_weight = output_schema.as_ref().map(|s| weigh(name, &tool.name, "output", s)).transpose()?;
             tools.push(Arc::new(ToolEntry {
+                input_weight,
+                output_weight: output_weight.unwrap_or(0),
                 input_validator: compile(name, &tool.name, "input", &input_schema)?,
                 output_validator: output_schema.as_ref().map(|s| compile(name, &tool.name, "output", s)).transpose()?,
                 plugin: plugin.clone(),
@@ -147,6 +182,14 @@ impl Offerings {
             }
             resources.push(Arc::new(ResourceEntry { plugin: plugin.clone(), resource: resource.clone() }));
         }
+        let too_many = |reason: String| CatalogError::Template { plugin: name.into(), reason };
+        if manifest.templates.len() > MAX_TEMPLATES {
+            return Err(too_many(format!(
+                "it lists {} resource templates; at most {MAX_TEMPLATES} are served",
+                manifest.templates.len()
+            )));
+        }
+        let mut variables = 0;
         let mut templates: Vec<Arc<TemplateEntry>> = Vec::with_capacity(manifest.templates.len());
         for template in &manifest.templates {
             if templates.iter().any(|t| t.template.uri_template == template.uri_template) {
@@ -154,6 +197,12 @@ impl Offerings {
             }
             let matcher = UriTemplate::parse(&template.uri_template)
                 .map_err(|e| CatalogError::Template { plugin: name.into(), reason: e.to_string() })?;
+            variables += matcher.variables().count();
+            if variables > MAX_TEMPLATE_VARIABLES {
+                return Err(too_many(format!(
+                    "its resource templates have more than {MAX_TEMPLATE_VARIABLES} variables together"
+                )));
+            }
             templates.push(Arc::new(TemplateEntry { plugin: plugin.clone(), template: template.clone(), matcher }));
         }
         let mut prompts: Vec<Arc<PromptEntry>> = Vec::with_capacity(manifest.prompts.len());
@@ -201,6 +250,15 @@ fn parse_schema(plugin: &str, tool: &str, which: &'static str, text: &str) -> Re
         }
         _ => Err(invalid("must be a JSON object".into())),
     }
+}
+
+fn weigh(plugin: &str, tool: &str, which: &'static str, schema: &Map<String, Value>) -> Result<u64, CatalogError> {
+    super::weight::weigh(schema).map_err(|reason| CatalogError::Schema {
+        plugin: plugin.into(),
+        tool: tool.into(),
+        which,
+        reason,
+    })
 }
 
 fn compile(

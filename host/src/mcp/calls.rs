@@ -103,7 +103,7 @@ impl CapsuleServer {
         }
         let checked = {
             let entry = entry.clone();
-            off_reactor(text.len(), move || entry.validate_arguments(&arguments)).await
+            off_reactor(entry.validate_arguments_inline(text.len()), move || entry.validate_arguments(&arguments)).await
         };
         if let Err(problems) = checked {
             return failed(format!("Invalid arguments for tool {}: {problems}", params.name));
@@ -114,6 +114,7 @@ impl CapsuleServer {
             method: "tools/call",
             target: &params.name,
             caller: cx.caller(),
+            plugin: plugin.name(),
             arguments: Arguments::Json(text),
         };
         let op = ToolCall { name: &params.name, arguments: text };
@@ -125,16 +126,18 @@ impl CapsuleServer {
                 let structured = match result.structured_content.take() {
                     Some(text) => {
                         let not_json = |e: serde_json::Error| {
-                            format!("Tool {} returned structured content that is not JSON: {e}", params.name)
+                            format!(
+                                "Tool {} returned structured content that is not JSON a client can read: {e}",
+                                params.name
+                            )
                         };
                         if checks_output {
                             let value: Value = match serde_json::from_str(&text) {
                                 Ok(value) => value,
                                 Err(e) => return failed(not_json(e)),
                             };
-                            let entry = entry.clone();
-                            if let Err(problems) = off_reactor(text.len(), move || entry.validate_output(&value)).await
-                            {
+                            let (entry, inline) = (entry.clone(), entry.validate_output_inline(text.len()));
+                            if let Err(problems) = off_reactor(inline, move || entry.validate_output(&value)).await {
                                 return failed(format!(
                                     "Tool {} returned output that does not match its output schema: {problems}",
                                     params.name
@@ -181,8 +184,13 @@ impl CapsuleServer {
             return Err(not_found(format!("Resource not found: {}", super::excerpt(&params.uri))));
         };
         authorize(cx, &plugin, Kind::Resources, &params.uri)?;
-        let bound_to =
-            Binding { method: "resources/read", target: &params.uri, caller: cx.caller(), arguments: Arguments::None };
+        let bound_to = Binding {
+            method: "resources/read",
+            target: &params.uri,
+            caller: cx.caller(),
+            plugin: plugin.name(),
+            arguments: Arguments::None,
+        };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());
         let outcome = self.with_input(cx, &plugin, ResourceRead { uri: &params.uri }, &bound_to, retry).await;
         match outcome {
@@ -238,6 +246,7 @@ impl CapsuleServer {
             method: "prompts/get",
             target: &params.name,
             caller: cx.caller(),
+            plugin: plugin.name(),
             arguments: Arguments::Strings(&arguments),
         };
         let retry = (params.input_responses.as_ref(), params.request_state.as_deref());

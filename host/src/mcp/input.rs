@@ -105,7 +105,9 @@ pub fn retry_context(
     let state = state.map(|s| codec.open(s, bound_to)).transpose().map_err(|e| {
         ErrorData::invalid_params(
             match e {
-                InvalidState::Rejected => "requestState is invalid, expired, or belongs to another request",
+                InvalidState::Rejected => {
+                    "requestState is invalid, expired, or belongs to another request or another plugin"
+                }
                 InvalidState::Used => {
                     "requestState was used already: each is good for one retry; send the request again without it"
                 }

@@ -78,10 +78,10 @@ pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Run a validation inline when the value is small, on the blocking pool when it is large, so
-/// a big value never holds an async worker.
-async fn off_reactor(size: usize, check: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
-    if size <= crate::catalog::INLINE_VALIDATION_BYTES {
+/// Run a validation inline when it is cheap, on the blocking pool otherwise (a large value, or
+/// a heavy schema), so that validating never holds an async worker for long.
+async fn off_reactor(inline: bool, check: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
+    if inline {
         return check();
     }
     tokio::task::spawn_blocking(check).await.unwrap_or_else(|e| Err(format!("validation failed: {e}")))
@@ -421,7 +421,7 @@ impl CapsuleServer {
         let updated = changed.take_resources();
         if !updated.is_empty() {
             let catalog = self.shared.catalog();
-            let owned = |uri: &String| catalog.resource_owner(uri).is_some_and(|owner| owner.name() == plugin.name());
+            let owned = |uri: &String| catalog.serves(plugin.name(), uri);
             self.shared.sessions.resources_updated(updated.into_iter().filter(owned).collect());
         }
         result

@@ -8,7 +8,7 @@ use base64::display::Base64Display;
 use base64::engine::general_purpose::STANDARD as B64;
 use rmcp::model::ServerResult;
 use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use crate::runtime::types as wit;
@@ -120,12 +120,59 @@ impl Serialize for ServerInfo {
 }
 
 /// A plugin's JSON text as it goes on the wire: its own bytes when they hold no line break
-/// (stdio frames messages by line, SSE by line too), else re-serialised compactly.
+/// (stdio frames messages by line, SSE by line too), else re-serialised compactly. Either way
+/// it is held to what the host accepts from clients (nesting 128 deep, numbers within `f64`):
+/// a plugin's `[[[…` two million deep or `1e999999` would break its clients' parsers.
 pub fn wire_json(text: String) -> Result<Box<RawValue>, serde_json::Error> {
     if text.bytes().any(|b| b == b'\n' || b == b'\r') {
         return serde_json::value::to_raw_value(&serde_json::from_str::<serde_json::Value>(&text)?);
     }
+    serde_json::from_str::<Parsable>(&text)?;
     RawValue::from_string(text)
+}
+
+/// A JSON value read through serde_json's own rules (its depth limit, numbers in range)
+/// without building it.
+struct Parsable;
+
+impl<'de> Deserialize<'de> for Parsable {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(Parsable)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Parsable {
+    type Value = Parsable;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_unit<E>(self) -> Result<Parsable, E> {
+        Ok(Parsable)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Parsable, A::Error> {
+        while seq.next_element::<Parsable>()?.is_some() {}
+        Ok(Parsable)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Parsable, A::Error> {
+        while map.next_entry::<serde::de::IgnoredAny, Parsable>()?.is_some() {}
+        Ok(Parsable)
+    }
 }
 
 /// Content blocks in MCP's wire form.
@@ -295,6 +342,10 @@ mod tests {
         assert_eq!(wire_json("{\n  \"a\": \"b\\nc\"\r\n}".into()).unwrap().get(), r#"{"a":"b\nc"}"#);
         assert!(wire_json("{\"a\": }".into()).is_err());
         assert!(wire_json("{} {}".into()).is_err());
+        assert!(wire_json(format!("{}1{}", "[".repeat(200), "]".repeat(200))).is_err());
+        assert!(wire_json(format!("{}1{}", "[".repeat(100), "]".repeat(100))).is_ok());
+        assert!(wire_json("{\"a\": 1e999999}".into()).is_err());
+        assert!(wire_json("{\"a\": 1e300, \"b\": -12345678901234567890123}".into()).is_ok());
     }
 
     #[test]

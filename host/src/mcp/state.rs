@@ -78,7 +78,7 @@ impl StateCodec {
     /// The associated data: each part length-prefixed, so that no two bindings read alike.
     fn bound(&self, to: &Binding<'_>) -> Vec<u8> {
         let mut bound = Vec::new();
-        for part in [&*self.scope, to.method, to.target, to.caller] {
+        for part in [&*self.scope, to.method, to.target, to.caller, to.plugin] {
             bound.extend_from_slice(format!("{}:", part.len()).as_bytes());
             bound.extend_from_slice(part.as_bytes());
         }
@@ -142,6 +142,9 @@ pub struct Binding<'a> {
     pub target: &'a str,
     /// The principal's id (empty for anonymous callers).
     pub caller: &'a str,
+    /// The plugin that serves the target: a state one plugin sealed never reaches another
+    /// that took over the name or URI since. A newer version of the same plugin gets it.
+    pub plugin: &'a str,
     pub arguments: Arguments<'a>,
 }
 
@@ -223,7 +226,7 @@ mod tests {
     use super::*;
 
     fn call<'a>(tool: &'a str, caller: &'a str, arguments: &'a str) -> Binding<'a> {
-        Binding { method: "tools/call", target: tool, caller, arguments: Arguments::Json(arguments) }
+        Binding { method: "tools/call", target: tool, caller, plugin: "p", arguments: Arguments::Json(arguments) }
     }
 
     #[test]
@@ -236,9 +239,16 @@ mod tests {
         assert!(a.open(&sealed, &call("u", "", r#"{"x":1}"#)).is_err(), "another tool");
         assert!(a.open(&sealed, &call("t", "\"bob\"", r#"{"x":1}"#)).is_err(), "another caller");
         assert!(a.open(&sealed, &call("t", "", r#"{"x":2}"#)).is_err(), "other arguments");
-        let prompt =
-            Binding { method: "prompts/get", target: "t", caller: "", arguments: Arguments::Json(r#"{"x":1}"#) };
+        let prompt = Binding {
+            method: "prompts/get",
+            target: "t",
+            caller: "",
+            plugin: "p",
+            arguments: Arguments::Json(r#"{"x":1}"#),
+        };
         assert!(a.open(&sealed, &prompt).is_err(), "another method");
+        let elsewhere = Binding { plugin: "q", ..call("t", "", r#"{"x":1}"#) };
+        assert!(a.open(&sealed, &elsewhere).is_err(), "another plugin");
     }
 
     #[test]
@@ -254,7 +264,13 @@ mod tests {
         }
         let pairs = [("b".to_owned(), "2".to_owned()), ("a".to_owned(), "1".to_owned())];
         let swapped = [pairs[1].clone(), pairs[0].clone()];
-        let prompt = |p| Binding { method: "prompts/get", target: "p", caller: "", arguments: Arguments::Strings(p) };
+        let prompt = |p| Binding {
+            method: "prompts/get",
+            target: "p",
+            caller: "",
+            plugin: "p",
+            arguments: Arguments::Strings(p),
+        };
         let sealed = codec.seal(b"s", &prompt(&pairs));
         assert!(codec.open(&sealed, &prompt(&swapped)).is_ok());
         assert!(codec.open(&sealed, &prompt(&pairs[..1])).is_err());

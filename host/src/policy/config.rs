@@ -114,7 +114,8 @@ impl Policy {
     /// Read a policy file. `base` is the limits before the file's `[limits]`; `flags` are
     /// the command line's, which win over the file's `[limits]` but not over a plugin's own.
     pub fn open(path: &Path, base: Limits, flags: &LimitOverrides) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.into(), source })?;
+        let text = crate::files::read_text(path, crate::files::MAX_CONFIG_BYTES)
+            .map_err(|source| PolicyError::Read { path: path.into(), source })?;
         Policy::parse(&text, path, base, flags)
     }
 
@@ -223,6 +224,14 @@ impl PolicyFile {
                     .into(),
             });
         }
+        if !file.tenants.is_empty() && auth.is_some() {
+            return Err(PolicyError::Auth {
+                path: path.into(),
+                message: "a top-level [auth] guards the single default tenant, which a file with [tenants] does \
+                          not have; give each tenant its own [tenants.<id>.auth]"
+                    .into(),
+            });
+        }
         let mut tenants = Vec::with_capacity(file.tenants.len());
         for (id, entry) in file.tenants {
             tenants.push(entry.check(&id, path, base_dir, (defaults, quotas), file.needs_beyond_grants)?);
@@ -288,6 +297,12 @@ impl PolicyFile {
     pub fn max_memory(&self) -> usize {
         let own = self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max);
         self.tenants.iter().map(|t| t.policy.max_memory()).fold(own, usize::max)
+    }
+
+    /// Whether the file grants the single default tenant anything (plugins, or `[auth]`),
+    /// which a server with tenants does not have.
+    pub fn speaks_for_default_tenant(&self) -> bool {
+        !self.plugins.is_empty() || self.auth.is_some()
     }
 
     /// Take the file's tenants out of it.
@@ -547,6 +562,14 @@ mod tests {
         let grants = policy.grants("a");
         assert_eq!(grants.secrets[0].1.expose(), "s3cret");
         assert!(!format!("{policy:?}").contains("s3cret"));
+        for (twofold, expected) in [
+            ("{ env = \"X\", file = \"/etc/shadow\" }", "one of the two"),
+            ("{ env = \"X\", typo = 1 }", "unknown field `typo`"),
+            ("{}", "one of the two"),
+        ] {
+            let error = parse(&format!("[plugins.a]\nsecrets = {{ T = {twofold} }}")).unwrap_err().to_string();
+            assert!(error.contains(expected), "{twofold}: {error}");
+        }
         let unset = "[plugins.a]\nsecrets = { T = { env = \"CAPSULE_TEST_SURELY_UNSET\" } }";
         assert!(parse(unset).unwrap_err().to_string().contains("is not set"));
         assert!(parse("[plugins.a]\nenv = { \"A=B\" = \"x\" }").is_err());

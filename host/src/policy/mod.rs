@@ -85,10 +85,30 @@ impl Secret {
 /// (`{ env = "NAME" }`) or a file (`{ file = "path" }`, relative to the policy file, trailing
 /// newline dropped). Read only when the policy is put in force, never while checking it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(untagged)]
+#[serde(try_from = "SecretEntry")]
 pub enum SecretSource {
     Env { env: String },
     File { file: PathBuf },
+}
+
+/// A secret source as written: exactly one of its two keys, and no other.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretEntry {
+    env: Option<String>,
+    file: Option<PathBuf>,
+}
+
+impl TryFrom<SecretEntry> for SecretSource {
+    type Error = &'static str;
+
+    fn try_from(entry: SecretEntry) -> Result<Self, Self::Error> {
+        match (entry.env, entry.file) {
+            (Some(env), None) => Ok(SecretSource::Env { env }),
+            (None, Some(file)) => Ok(SecretSource::File { file }),
+            _ => Err("a secret is { env = \"NAME\" } or { file = \"path\" }, one of the two"),
+        }
+    }
 }
 
 impl SecretSource {
@@ -119,16 +139,7 @@ const MAX_SECRET_BYTES: u64 = 64 * 1024;
 /// A secret file's text: a regular file (a FIFO would hold the policy's reading until
 /// someone writes to it) of at most [`MAX_SECRET_BYTES`].
 fn read_secret_file(file: &Path) -> std::io::Result<String> {
-    use std::io::{Error, ErrorKind, Read};
-    if !std::fs::metadata(file)?.is_file() {
-        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
-    }
-    let mut text = String::new();
-    std::fs::File::open(file)?.take(MAX_SECRET_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_SECRET_BYTES {
-        return Err(Error::new(ErrorKind::InvalidData, format!("longer than {MAX_SECRET_BYTES} bytes")));
-    }
-    Ok(text)
+    crate::files::read_text(file, MAX_SECRET_BYTES)
 }
 
 impl std::fmt::Debug for Secret {

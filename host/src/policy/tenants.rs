@@ -118,11 +118,13 @@ impl TenantEntry {
 impl TenantFile {
     /// Parse a tenant's own `tenant.toml` (at `path`, in the tenant's folder); without
     /// sources, the tenant serves the `.wasm` files of its folder.
+    /// `inherited` are the policy file's limits, quotas and needs mode (or the defaults),
+    /// which the tenant's own apply on top of, as for a tenant the policy file lists.
     pub fn parse(
         id: &str,
         text: Option<&str>,
         path: &Path,
-        base: Limits,
+        (base, quotas, needs): (Limits, Quotas, NeedsMode),
         flags: &LimitOverrides,
     ) -> Result<TenantFile, PolicyError> {
         let mut entry: TenantEntry = match text {
@@ -138,7 +140,7 @@ impl TenantFile {
             entry.sources.push(PathBuf::from("."));
         }
         let defaults = base.with(flags).map_err(PolicyError::Flags)?;
-        entry.check(id, path, folder, (defaults, Quotas::default()), NeedsMode::default())
+        entry.check(id, path, folder, (defaults, quotas), needs)
     }
 
     /// Refuse a host name given to two tenants.
@@ -222,21 +224,28 @@ mod tests {
             ("[tenants.a]\nsources = [\"a\"]\nadmin_token_sha256 = \"12ab\"", "not a SHA-256"),
             ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.quotas]\ninstances = 0", "[quotas]: instances"),
             ("[plugins.p]\n[tenants.a]\nsources = [\"a\"]", "default tenant"),
+            (
+                "[auth]\nresource = \"https://mcp.example/mcp\"\napi_keys = [{ subject = \"s\", sha256 = \"abababababababababababababababababababababababababababababababab\", scopes = [] }]\n[tenants.a]\nsources = [\"a\"]",
+                "top-level [auth] guards the single default tenant",
+            ),
         ] {
             let error = parse(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text}: {error}");
         }
     }
 
+    fn inherited() -> (Limits, Quotas, NeedsMode) {
+        (Limits::default(), Quotas::default(), NeedsMode::default())
+    }
+
     #[test]
     fn a_tenant_folder_serves_itself_by_default() {
         let path = Path::new("/srv/tenants/acme/tenant.toml");
-        let tenant = TenantFile::parse("acme", None, path, Limits::default(), &LimitOverrides::default()).unwrap();
+        let tenant = TenantFile::parse("acme", None, path, inherited(), &LimitOverrides::default()).unwrap();
         assert_eq!(tenant.sources, [PathBuf::from("/srv/tenants/acme/.")]);
         let text = "hosts = [\"acme.test\"]\n[plugins.calc.limits]\nconcurrency = 2";
-        let tenant =
-            TenantFile::parse("acme", Some(text), path, Limits::default(), &LimitOverrides::default()).unwrap();
+        let tenant = TenantFile::parse("acme", Some(text), path, inherited(), &LimitOverrides::default()).unwrap();
         assert_eq!(tenant.hosts, ["acme.test"]);
-        assert!(TenantFile::parse("Acme", None, path, Limits::default(), &LimitOverrides::default()).is_err());
+        assert!(TenantFile::parse("Acme", None, path, inherited(), &LimitOverrides::default()).is_err());
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct CallState {
     event_bytes_left: usize,
     /// The resources the call said changed, each reported once.
     updated: std::collections::HashSet<String>,
+    /// The last progress forwarded: each must be above it.
+    progress: Option<f64>,
     plugin: Arc<str>,
     tenant: Arc<str>,
     mounts: Vec<Mount>,
@@ -132,6 +134,7 @@ impl CallState {
             events_left: sandbox.event_limit,
             event_bytes_left: sandbox.grants.limits.output,
             updated: std::collections::HashSet::new(),
+            progress: None,
             plugin: sandbox.plugin,
             tenant: sandbox.tenant,
             mounts,
@@ -224,8 +227,15 @@ impl host::Host for CallState {
 
     async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) -> wasmtime::Result<()> {
         self.host_called = true;
+        // MCP's progress is a number that rises with every notification; NaN and the
+        // infinities would go out as `null`, which clients reject. Such a report is dropped.
+        let rises = self.progress.is_none_or(|last| progress > last);
+        if !progress.is_finite() || !total.is_none_or(f64::is_finite) || !rises {
+            return Ok(());
+        }
         let message = message.map(capped);
         if self.take_event(message.as_ref().map_or(0, String::len)) {
+            self.progress = Some(progress);
             self.events.progress(progress, total, message);
         }
         Ok(())

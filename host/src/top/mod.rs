@@ -279,7 +279,7 @@ pub async fn run(args: TopArgs) -> Result<()> {
     use std::io::{IsTerminal, Write};
     let token = match &args.token_file {
         Some(file) => Some(
-            std::fs::read_to_string(file)
+            crate::files::read_text(file, 64 << 10)
                 .with_context(|| format!("cannot read the token file {}", file.display()))?
                 .trim()
                 .to_owned(),

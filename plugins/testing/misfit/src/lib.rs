@@ -53,6 +53,22 @@ impl tools::Guest for Misfit {
                 )]
             }
             "bad-name" => vec![tool("bad name!", OBJECT)],
+            // Each definition refers twice to the one below: 2^30 expansions for `{}`.
+            "doubling-schema" => {
+                let defs: Vec<String> = (1..=30)
+                    .map(|k| {
+                        format!(
+                            r##""a{k}": {{"allOf": [{{"$ref": "#/$defs/a{0}"}}, {{"$ref": "#/$defs/a{0}"}}]}}"##,
+                            k - 1
+                        )
+                    })
+                    .collect();
+                let schema = format!(
+                    r##"{{"type": "object", "properties": {{"x": {{"$ref": "#/$defs/a30"}}}}, "$defs": {{"a0": {{"type": "string"}}, {}}}}}"##,
+                    defs.join(", ")
+                );
+                vec![tool("x", &schema)]
+            }
             "duplicate" => vec![tool("x", OBJECT), tool("x", OBJECT)],
             "trap" => panic!("listing fails on purpose"),
             _ => [
@@ -65,6 +81,9 @@ impl tools::Guest for Misfit {
                 "add_tool",
                 "announce",
                 "resource_storm",
+                "odd_progress",
+                "deep_output",
+                "huge_number",
             ]
             .into_iter()
             .map(|name| tool(name, OBJECT))
@@ -143,6 +162,31 @@ impl tools::Guest for Misfit {
                     (0..100_000).map(|_| wasip2::clocks::monotonic_clock::subscribe_duration(1 << 40)).collect();
                 Ok(text(format!("held {} pollables", held.len())))
             }
+            // Progress that is not a number, or does not rise: only 1, 2 and 3 may go out.
+            "odd_progress" => {
+                for (progress, total) in [
+                    (1.0, None),
+                    (f64::NAN, None),
+                    (0.5, None),
+                    (2.0, Some(f64::INFINITY)),
+                    (2.0, None),
+                    (3.0, Some(3.0)),
+                ] {
+                    host::progress(progress, total, None);
+                }
+                Ok(text("reported"))
+            }
+            // Structured content nested far deeper than any parser takes.
+            "deep_output" => Ok(tools::CallOutcome::Complete(tools::ToolResult {
+                content: vec![Content::Text("deep".into())],
+                structured_content: Some(format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000))),
+                is_error: false,
+            })),
+            "huge_number" => Ok(tools::CallOutcome::Complete(tools::ToolResult {
+                content: vec![Content::Text("huge".into())],
+                structured_content: Some("{\"n\":1e999999}".into()),
+                is_error: false,
+            })),
             other => Err(Error::NotFound(format!("no tool {other}"))),
         }
     }
@@ -158,6 +202,18 @@ impl resources::Guest for Misfit {
         // default has 32 reserved variables: a backtracking matcher explodes on it.
         let template = match mode().as_str() {
             "level3-template" => "misfit://search{?q}".to_owned(),
+            // One more template than are served.
+            "many-templates" => {
+                return (0..=256)
+                    .map(|i| resources::ResourceTemplate {
+                        uri_template: format!("misfit://{i}/{{v}}"),
+                        name: format!("t{i}"),
+                        title: None,
+                        description: None,
+                        mime_type: None,
+                    })
+                    .collect();
+            }
             _ => format!("misfit://{}!", (1..=32).map(|i| format!("{{+v{i}}}")).collect::<Vec<_>>().join("-")),
         };
         vec![resources::ResourceTemplate {

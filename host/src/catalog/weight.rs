@@ -1,0 +1,264 @@
+//! How much work a plugin's JSON Schema can make one validation do, bounded before the schema
+//! is accepted.
+//!
+//! Schemas come from untrusted plugins and are applied on the host, outside any plugin's CPU
+//! deadline. Without `$ref` a schema's work per instance node is at most its size; with it, a
+//! chain of definitions each referring twice to the next (`aK = allOf[aK-1, aK-1]`) doubles
+//! at every step, so a kilobyte of schema would hold a thread for hours on `{}`. The weight
+//! here is the schema's size with every reference expanded in place: what one instance node
+//! may cost at most. A reference back into a definition being expanded counts one: recursion
+//! is bounded by the instance's own depth, and jsonschema remembers a recursive reference's
+//! result per object and array.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+/// The most expanded schema objects a tool's schema may weigh: ~1 ms of validation for an
+/// empty instance, and orders of magnitude above what generated schemas weigh (a large
+/// OpenAPI-derived schema weighs a few thousand).
+pub const MAX_WEIGHT: u64 = 100_000;
+
+/// How deep expansion may nest (objects and references together). Generated schemas nest a
+/// few dozen levels; a chain of tens of thousands of references is refused here, before
+/// jsonschema spends seconds compiling it.
+const MAX_DEPTH: usize = 256;
+
+/// Keywords whose values are data, not schemas: never expanded or counted.
+const DATA_KEYWORDS: &[&str] = &["enum", "const", "default", "examples", "title", "description", "$comment"];
+
+/// The weight of `root` (see the module doc), or why it cannot be bounded.
+pub fn weigh(root: &Map<String, Value>) -> Result<u64, String> {
+    let mut scale = Scale { root, ids: HashMap::new(), weights: HashMap::new(), open: Vec::new() };
+    scale.collect_ids(root, 0);
+    let weight = scale.object(root, 0)?;
+    if weight > MAX_WEIGHT {
+        return Err(too_heavy());
+    }
+    Ok(weight)
+}
+
+fn too_heavy() -> String {
+    format!(
+        "expanding its $refs gives more than {MAX_WEIGHT} schema objects, which would make validating one value \
+         that costly; define shared parts once and refer to them fewer times"
+    )
+}
+
+struct Scale<'a> {
+    root: &'a Map<String, Value>,
+    /// Subschemas by their `$id`, `$anchor` and `$dynamicAnchor`.
+    ids: HashMap<&'a str, &'a Map<String, Value>>,
+    /// The weights of reference targets already expanded, by address.
+    weights: HashMap<*const Map<String, Value>, u64>,
+    /// Reference targets being expanded: a reference to one of them is recursion.
+    open: Vec<*const Map<String, Value>>,
+}
+
+impl<'a> Scale<'a> {
+    fn collect_ids(&mut self, object: &'a Map<String, Value>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        for key in ["$id", "$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(id)) = object.get(key) {
+                self.ids.entry(id.trim_end_matches('#')).or_insert(object);
+            }
+        }
+        for (key, value) in object {
+            if !DATA_KEYWORDS.contains(&key.as_str()) {
+                for child in children(value) {
+                    self.collect_ids(child, depth + 1);
+                }
+            }
+        }
+    }
+
+    fn object(&mut self, object: &'a Map<String, Value>, depth: usize) -> Result<u64, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("it nests (counting $refs) deeper than {MAX_DEPTH} levels"));
+        }
+        let mut weight: u64 = 1;
+        for (key, value) in object {
+            if DATA_KEYWORDS.contains(&key.as_str()) {
+                continue;
+            }
+            if let ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) = (key.as_str(), value) {
+                weight = weight.saturating_add(self.reference(reference, depth)?);
+                continue;
+            }
+            for child in children(value) {
+                weight = weight.saturating_add(self.object(child, depth + 1)?);
+            }
+            if weight > MAX_WEIGHT {
+                return Err(too_heavy());
+            }
+        }
+        Ok(weight)
+    }
+
+    fn reference(&mut self, reference: &str, depth: usize) -> Result<u64, String> {
+        let Some(target) = self.resolve(reference) else {
+            // The bundled meta-schemas: their cost does not depend on the plugin.
+            if reference.starts_with("https://json-schema.org/") || reference.starts_with("http://json-schema.org/") {
+                return Ok(1);
+            }
+            return Err(format!(
+                "$ref {:?} does not name a part of this schema by \"#\", a JSON pointer, an anchor or an $id it declares",
+                reference.chars().take(100).collect::<String>()
+            ));
+        };
+        let key = target as *const Map<String, Value>;
+        if self.open.contains(&key) {
+            return Ok(1);
+        }
+        if let Some(&weight) = self.weights.get(&key) {
+            return Ok(weight);
+        }
+        self.open.push(key);
+        let weight = self.object(target, depth + 1);
+        self.open.pop();
+        let weight = weight?;
+        self.weights.insert(key, weight);
+        Ok(weight)
+    }
+
+    /// The subschema `reference` names inside this document, if it names one.
+    fn resolve(&self, reference: &str) -> Option<&'a Map<String, Value>> {
+        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        let document = match base {
+            "" => self.root,
+            id => *self.ids.get(id)?,
+        };
+        if fragment.is_empty() {
+            return Some(document);
+        }
+        if !fragment.starts_with('/') {
+            return self.ids.get(fragment).copied();
+        }
+        // Each step goes into an object's member or an array's element (`allOf/0`).
+        let mut node: Option<&'a Value> = None;
+        for token in fragment[1..].split('/') {
+            let token = percent_decode(token)?.replace("~1", "/").replace("~0", "~");
+            node = Some(match node {
+                None => document.get(&token)?,
+                Some(Value::Object(map)) => map.get(&token)?,
+                Some(Value::Array(items)) => items.get(token.parse::<usize>().ok()?)?,
+                Some(_) => return None,
+            });
+        }
+        node.and_then(Value::as_object)
+    }
+}
+
+/// The schema objects directly inside `value`: itself, or the objects of an array.
+fn children(value: &Value) -> impl Iterator<Item = &Map<String, Value>> {
+    let (one, many) = match value {
+        Value::Object(map) => (Some(map), None),
+        Value::Array(items) => (None, Some(items.iter().filter_map(Value::as_object))),
+        _ => (None, None),
+    };
+    one.into_iter().chain(many.into_iter().flatten())
+}
+
+fn percent_decode(token: &str) -> Option<String> {
+    if !token.contains('%') {
+        return Some(token.to_owned());
+    }
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = token.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn weight(schema: Value) -> Result<u64, String> {
+        weigh(schema.as_object().expect("an object"))
+    }
+
+    /// `a0 = {type: string}`, `aK = allOf[aK-1, aK-1]`: 2^K expansions of `a0`.
+    fn doubling(levels: usize) -> Value {
+        let mut defs = Map::new();
+        defs.insert("a0".into(), json!({"type": "string"}));
+        for k in 1..=levels {
+            let below = format!("#/$defs/a{}", k - 1);
+            defs.insert(format!("a{k}"), json!({"allOf": [{"$ref": below}, {"$ref": below}]}));
+        }
+        json!({"type": "object", "properties": {"x": {"$ref": format!("#/$defs/a{levels}")}}, "$defs": defs})
+    }
+
+    #[test]
+    fn a_reference_doubling_at_every_step_is_refused() {
+        assert!(weight(doubling(8)).is_ok());
+        let refused = weight(doubling(20)).unwrap_err();
+        assert!(refused.contains("more than 100000 schema objects"), "{refused}");
+        // The same refusal when the chain closes into a cycle.
+        let mut cyclic = doubling(20);
+        cyclic["$defs"]["a0"] = json!({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a20"}]});
+        assert!(weight(cyclic).is_err());
+    }
+
+    #[test]
+    fn generated_and_recursive_schemas_weigh_little() {
+        let tree = json!({
+            "type": "object",
+            "properties": {"root": {"$ref": "#/$defs/Node"}, "other": {"$ref": "#/definitions/Leaf"}},
+            "$defs": {"Node": {"type": "object", "properties": {
+                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                "label": {"type": "string", "enum": ["a", "b"], "default": {"deep": {"not": "a schema"}}}
+            }}},
+            "definitions": {"Leaf": {"type": "integer"}}
+        });
+        let weighed = weight(tree).unwrap();
+        assert!(weighed < 30, "{weighed}");
+        let anchored = json!({"type": "object", "properties": {"a": {"$ref": "#leaf"}, "b": {"$ref": "#/allOf/0"}},
+            "allOf": [{"type": "object"}], "$defs": {"x": {"$anchor": "leaf", "type": "string"}}});
+        assert!(weight(anchored).is_ok());
+        let by_id = json!({"$id": "https://example.com/tool.json", "type": "object",
+            "properties": {"a": {"$ref": "https://example.com/tool.json#/$defs/s"}, "b": {"$ref": "s.json"}},
+            "$defs": {"s": {"$id": "s.json", "type": "string"}}});
+        assert!(weight(by_id).is_ok());
+        let escaped = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a~1b%20c"}},
+            "$defs": {"a/b c": {"type": "string"}}});
+        assert!(weight(escaped).is_ok());
+        let meta =
+            json!({"type": "object", "properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}});
+        assert!(weight(meta).is_ok());
+    }
+
+    #[test]
+    fn references_it_cannot_follow_are_refused() {
+        for missing in ["#/$defs/nowhere", "other.json", "#nowhere", "#/properties/a/type"] {
+            let schema = json!({"type": "object", "properties": {"a": {"type": "string", "$ref": missing}}});
+            let refused = weight(schema).unwrap_err();
+            assert!(refused.contains("does not name a part of this schema"), "{missing}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_long_chain_of_references_is_refused_before_it_is_compiled() {
+        let mut defs = Map::new();
+        defs.insert("d0".into(), json!({"type": "string"}));
+        for k in 1..2000 {
+            defs.insert(format!("d{k}"), json!({"$ref": format!("#/$defs/d{}", k - 1)}));
+        }
+        let schema = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/d1999"}}, "$defs": defs});
+        let refused = weight(schema).unwrap_err();
+        assert!(refused.contains("deeper than 256"), "{refused}");
+    }
+}

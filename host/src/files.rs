@@ -1,0 +1,69 @@
+//! Reading a local file Capsule is told to read (a policy, a tenant's file, a sidecar, a
+//! secret, a token, a plugin) no further than a limit. Only a regular file is read: a FIFO
+//! would hold the reading thread until someone writes to it (it is opened without waiting for
+//! a writer, and refused once open), and `/dev/zero` would fill memory. A symbolic link to a
+//! regular file is followed, as Kubernetes mounts ConfigMaps and Secrets through links.
+
+use std::io::{Error, ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The most bytes a configuration file (a policy, a tenant's file, a sidecar) may hold.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The bytes of the regular file at `path`, refused past `limit`.
+pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
+    // Asked of the file opened, not of the path, which may have changed in between.
+    if !file.metadata()?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(ErrorKind::InvalidData, format!("longer than {}", size(limit))));
+    }
+    Ok(bytes)
+}
+
+/// The text of the regular file at `path`, refused past `limit` bytes or when not UTF-8.
+pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_regular(path, limit)?)
+        .map_err(|_| Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_within_the_limit_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("policy.toml");
+        std::fs::write(&file, "x = 1\n").unwrap();
+        assert_eq!(read_text(&file, 6).unwrap(), "x = 1\n");
+        let refused = read_text(&file, 5).unwrap_err();
+        assert_eq!(refused.to_string(), "longer than 5 bytes");
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_text(&link, MAX_CONFIG_BYTES).unwrap(), "x = 1\n");
+        // A FIFO nobody writes to is refused at once instead of holding the thread.
+        let fifo = dir.path().join("fifo.toml");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0).unwrap();
+        assert_eq!(read_text(&fifo, MAX_CONFIG_BYTES).unwrap_err().to_string(), "not a regular file");
+        assert_eq!(read_text(Path::new("/dev/zero"), MAX_CONFIG_BYTES).unwrap_err().to_string(), "not a regular file");
+        assert!(read_text(dir.path(), MAX_CONFIG_BYTES).is_err());
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert!(read_text(&file, MAX_CONFIG_BYTES).is_err());
+        assert_eq!(size(1 << 30), "1024 MiB");
+    }
+}
