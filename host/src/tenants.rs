@@ -45,6 +45,8 @@ pub enum TenantsError {
     Ambiguous(String),
     #[error("tenant {0}: {1}")]
     Auth(String, String),
+    #[error("tenant {0}: {1}")]
+    Folder(String, String),
 }
 
 /// Where the tenants' configuration comes from.
@@ -269,10 +271,10 @@ impl Tenants {
     /// removed ones. Returns every tenant's status afterwards.
     pub async fn reload(&self) -> Vec<Status> {
         let mut error = self.error.lock().await;
-        let specs = match read(&self.config) {
-            Ok(specs) => {
+        let (specs, refusals) = match read_each(&self.config) {
+            Ok(read) => {
                 *error = None;
-                specs
+                read
             }
             Err(e) => {
                 tracing::error!("{e}; keeping the tenants and policies in force");
@@ -285,6 +287,15 @@ impl Tenants {
         };
         let old = self.current();
         let mut set = TenantSet::default();
+        // A tenant whose own file is refused keeps what it has; the others are not held up.
+        for Refused { id, error: refused } in refusals {
+            tracing::error!(tenant = %id, "{refused}; keeping the tenant's configuration in force");
+            if let Some(running) = old.tenants.get(id.as_str()) {
+                running.loader.policy_failed(refused.clone()).await;
+                set.tenants.insert(running.id.clone(), running.clone());
+            }
+            *error = Some(format!("tenant {id}: {refused}"));
+        }
         for Spec { id, hosts, admin_token, sources, policy } in specs {
             let running = old.tenants.get(id.as_str());
             // A resource server whose settings did not change keeps its cached keys.
@@ -352,8 +363,13 @@ impl Tenants {
     /// too). A tenant the configuration no longer has is left to [`Tenants::reload`].
     pub async fn reload_one(&self, id: &str) -> Result<Status, TenantsError> {
         let tenant = self.get(id)?;
-        let spec = match read(&self.config) {
-            Ok(specs) => specs.into_iter().find(|s| s.id == id),
+        let read =
+            read_each(&self.config).and_then(|(specs, refusals)| match refusals.into_iter().find(|r| r.id == id) {
+                Some(Refused { id, error }) => Err(TenantsError::Folder(id, error)),
+                None => Ok(specs.into_iter().find(|s| s.id == id)),
+            });
+        let spec = match read {
+            Ok(spec) => spec,
             Err(e) => {
                 tracing::error!(tenant = %id, "{e}; keeping its policy in force");
                 tenant.loader.policy_failed(e.to_string()).await;
@@ -432,8 +448,20 @@ fn is_tenant_configuration(dir: &Path, path: &Path) -> bool {
         || (path.file_name().is_some_and(|n| n == TENANT_FILE) && path.parent().and_then(Path::parent) == Some(dir))
 }
 
-/// Read every tenant's configuration (pure but for reading the files).
+/// Read every tenant's configuration (pure but for reading the files); any tenant whose own
+/// file cannot be used is an error.
 fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
+    let (specs, refusals) = read_each(config)?;
+    match refusals.into_iter().next() {
+        Some(Refused { id, error }) => Err(TenantsError::Folder(id, error)),
+        None => Ok(specs),
+    }
+}
+
+/// Read every tenant's configuration: those that can be used, and the tenant folders whose
+/// own `tenant.toml` cannot (an error in the policy file, shared by all, is an error).
+fn read_each(config: &TenantsConfig) -> Result<(Vec<Spec>, Vec<Refused>), TenantsError> {
+    let mut refusals = Vec::new();
     let base = Limits::default();
     let mut file = match &config.policy {
         Some(path) => {
@@ -450,16 +478,19 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
             (file.defaults(), file.quotas(), file.needs())
         });
         for tenant in read_dir(dir, inherited, &config.flags)? {
-            if tenants.iter().any(|t| t.id == tenant.id) {
-                return Err(TenantsError::Duplicate(tenant.id));
+            match tenant {
+                Ok(tenant) if tenants.iter().any(|t| t.id == tenant.id) => {
+                    return Err(TenantsError::Duplicate(tenant.id));
+                }
+                Ok(tenant) => tenants.push(tenant),
+                Err(refused) => refusals.push(refused),
             }
-            tenants.push(tenant);
         }
         TenantFile::check_hosts(&tenants)?;
     }
-    if !tenants.is_empty()
-        && let Some(file) = file.as_ref().filter(|file| file.speaks_for_default_tenant())
-    {
+    // A tenant folder whose file is refused still makes this a server with tenants.
+    let with_tenants = !tenants.is_empty() || !refusals.is_empty();
+    if with_tenants && let Some(file) = file.as_ref().filter(|file| file.speaks_for_default_tenant()) {
         // Its plugins' grants and its [auth] would be dropped without a word, leaving the
         // tenants' endpoints open.
         return Err(PolicyError::Parse {
@@ -470,17 +501,14 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
         }
         .into());
     }
-    if tenants.is_empty() {
+    if !with_tenants {
         let sources = config.sources.clone();
-        return Ok(vec![Spec {
-            id: DEFAULT_TENANT.into(),
-            hosts: Vec::new(),
-            admin_token: None,
-            sources,
-            policy: file,
-        }]);
+        return Ok((
+            vec![Spec { id: DEFAULT_TENANT.into(), hosts: Vec::new(), admin_token: None, sources, policy: file }],
+            refusals,
+        ));
     }
-    Ok(tenants
+    let specs = tenants
         .into_iter()
         .map(|t| {
             let (dirs, files) = t.sources.into_iter().partition(|p| p.extension().is_none_or(|e| e != "wasm"));
@@ -492,7 +520,8 @@ fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
                 policy: Some(t.policy),
             }
         })
-        .collect())
+        .collect();
+    Ok((specs, refusals))
 }
 
 /// The tenants of a tenants directory: one per folder, named by the folder.
@@ -500,7 +529,7 @@ fn read_dir(
     dir: &Path,
     inherited: (Limits, Quotas, NeedsMode),
     flags: &LimitOverrides,
-) -> Result<Vec<TenantFile>, TenantsError> {
+) -> Result<Vec<Result<TenantFile, Refused>>, TenantsError> {
     let failed = |source| TenantsError::Dir { path: dir.into(), source };
     let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(failed)?
@@ -517,13 +546,20 @@ fn read_dir(
         }
         let path = folder.join(TENANT_FILE);
         let text = match crate::files::read_text(&path, crate::files::MAX_CONFIG_BYTES) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => return Err(PolicyError::Read { path, source }.into()),
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(PolicyError::Read { path: path.clone(), source }),
         };
-        tenants.push(TenantFile::parse(&id, text.as_deref(), &path, inherited, flags)?);
+        let tenant = text.and_then(|text| TenantFile::parse(&id, text.as_deref(), &path, inherited, flags));
+        tenants.push(tenant.map_err(|error| Refused { id, error: error.to_string() }));
     }
     Ok(tenants)
+}
+
+/// A tenant whose own file cannot be used: the others are configured without waiting for it.
+struct Refused {
+    id: String,
+    error: String,
 }
 
 #[cfg(test)]

@@ -48,12 +48,31 @@ impl Change {
     }
 }
 
-/// Wait until a watcher's events stop, `last` being the latest: one reload after the last
-/// step of a change is enough, and a file renamed into place needs no more than a moment.
+/// The longest a change waits for its events to stop: a file written without pause (a log
+/// beside the plugins, a plugin with a writable grant on its own directory) must not hold
+/// off every swap for as long as it writes.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(1);
+
+/// Wait until a watcher's events stop, `last` being the latest, or [`SETTLE_AT_MOST`] has
+/// passed: one reload after the last step of a change is enough, and a file renamed into
+/// place needs no more than a moment.
 pub(crate) async fn settle(events: &mut UnboundedReceiver<Change>, mut last: Change) {
-    while let Ok(Some(change)) = tokio::time::timeout(last.quiet(), events.recv()).await {
-        last = change;
+    let until = tokio::time::Instant::now() + SETTLE_AT_MOST;
+    loop {
+        let quiet = (tokio::time::Instant::now() + last.quiet()).min(until);
+        match tokio::time::timeout_at(quiet, events.recv()).await {
+            Ok(Some(change)) => last = change,
+            Ok(None) | Err(_) => return,
+        }
     }
+}
+
+/// Whether a file in a watched directory is one a reload reads: a component, or a
+/// `.capsule.toml` sidecar. A directory's other files (logs, editors' swap files) change
+/// nothing.
+fn read_by_reloads(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    name.ends_with(".wasm") || name.ends_with(".toml")
 }
 
 /// A set of directories watched for what happens in them and to them.
@@ -80,7 +99,10 @@ impl DirWatch {
             }
             let targets = seen.read().unwrap_or_else(|e| e.into_inner());
             let itself = event.need_rescan() || event.paths.iter().any(|p| targets.contains(p));
-            let inside = event.paths.iter().any(|p| p.parent().is_some_and(|dir| targets.iter().any(|t| t == dir)));
+            let inside = event
+                .paths
+                .iter()
+                .any(|p| read_by_reloads(p) && p.parent().is_some_and(|dir| targets.iter().any(|t| t == dir)));
             if itself {
                 flagged.store(true, Ordering::Release);
             }
@@ -282,6 +304,22 @@ mod tests {
         assert!(started.elapsed() >= Change::Written.quiet(), "settled after {:?}", started.elapsed());
     }
 
+    /// Writes that never pause hold a reload off for a second at most.
+    #[tokio::test]
+    async fn endless_writes_settle_within_a_second() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let writer = tokio::spawn(async move {
+            while tx.send(Change::Written).is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        let started = std::time::Instant::now();
+        settle(&mut rx, Change::Written).await;
+        let waited = started.elapsed();
+        assert!(waited >= SETTLE_AT_MOST && waited < SETTLE_AT_MOST + Duration::from_millis(500), "{waited:?}");
+        writer.abort();
+    }
+
     /// Wait for a change, then for the events to stop, and renew the watch as the loader does.
     async fn next(watch: &mut DirWatch, rx: &mut UnboundedReceiver<Change>) -> bool {
         let Ok(Some(change)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await else { return false };
@@ -302,6 +340,10 @@ mod tests {
         assert!(next(&mut watch, &mut rx).await, "a file written");
         std::fs::write(root.path().join("sibling"), b"x").unwrap();
         assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(), "a sibling");
+        std::fs::write(dir.join("noise.log"), b"x").unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(), "a file no reload reads");
+        std::fs::write(dir.join("a.capsule.toml"), b"").unwrap();
+        assert!(next(&mut watch, &mut rx).await, "a sidecar written");
         // Removed and made again.
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(next(&mut watch, &mut rx).await, "the removal");

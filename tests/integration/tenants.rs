@@ -188,6 +188,49 @@ async fn a_tenants_directory_serves_one_tenant_per_folder() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// One tenant's broken `tenant.toml` (unknown keys, or a FIFO) holds up no other tenant: a
+/// host name another tenant rotates applies at once, and the broken one keeps serving as it
+/// was, its error in its own status alone.
+#[tokio::test]
+async fn a_broken_tenant_file_holds_up_no_other_tenant() {
+    let dir = scratch_dir("tenants-isolated");
+    let tenants = dir.join("tenants");
+    for tenant in ["north", "south"] {
+        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
+        std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
+    }
+    std::fs::write(tenants.join("south").join("tenant.toml"), "hosts = [\"south-1.test\"]\n").unwrap();
+    let (server, admin) = Admin::serve(&dir, &["--tenants", tenants.to_str().unwrap()]);
+    let base = format!("http://{}", server.authority());
+    let answers = async |host: &str| post_as(&format!("{base}/mcp"), host, &tools_list()).await.0;
+    assert_eq!(answers("south-1.test").await, 200);
+    for broken in ["colour = 1\n", "fifo"] {
+        let file = tenants.join("north").join("tenant.toml");
+        let _ = std::fs::remove_file(&file);
+        if broken == "fifo" {
+            assert!(std::process::Command::new("mkfifo").arg(&file).status().unwrap().success());
+        } else {
+            std::fs::write(&file, broken).unwrap();
+        }
+        let (from, to) =
+            if broken == "fifo" { ("south-2.test", "south-3.test") } else { ("south-1.test", "south-2.test") };
+        std::fs::write(tenants.join("south").join("tenant.toml"), format!("hosts = [\"{to}\"]\n")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while answers(to).await != 200 {
+            assert!(Instant::now() < deadline, "{broken}: south's change waited for north; log:\n{}", server.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_ne!(answers(from).await, 200, "{broken}: south's old host name");
+        let north = Client::new(&format!("{base}/t/north/mcp"));
+        assert!(tool_names(&north).await.contains(&"add".to_owned()), "{broken}: north stopped serving");
+        let (_, south) = admin.call(reqwest::Method::GET, "/t/south/plugins", None).await;
+        assert!(south["policy_error"].is_null(), "{broken}: north's error in south's status: {south}");
+        let (_, north) = admin.call(reqwest::Method::GET, "/t/north/plugins", None).await;
+        assert!(north["policy_error"].is_string(), "{broken}: {north}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn stdio_serves_the_tenant_it_is_told_to() {
     let dir = scratch_dir("tenants-stdio");
