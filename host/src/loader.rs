@@ -87,6 +87,9 @@ pub const INVALID_NAME: &str = "_invalid_name";
 /// The tenant of a server configured without tenants.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// The least time between two relists of a tenant's plugins.
+const RELIST_PAUSE: Duration = Duration::from_secs(1);
+
 /// The largest plugin file read: far beyond any real component (an interpreter with its
 /// standard library is tens of MiB), short of a device that never ends.
 const MAX_COMPONENT_BYTES: u64 = 1 << 30;
@@ -261,7 +264,16 @@ impl Loader {
                     names = relister.publisher.relists().next() => names,
                     () = relister.stop.cancelled() => return,
                 };
+                let started = std::time::Instant::now();
                 relister.relist(&names).await;
+                // A plugin that says its lists changed on every call must not keep a core
+                // reading them: relists take at most a tenth of the time, and the requests
+                // made meanwhile are one relist.
+                let pause = (started.elapsed() * 9).max(RELIST_PAUSE);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = relister.stop.cancelled() => return,
+                }
             }
         };
         tokio::spawn(task.instrument(span.clone()));
@@ -294,32 +306,45 @@ impl Loader {
     /// result in; clients hear only of lists that really changed. A plugin whose lists can no
     /// longer be read, or now collide, keeps the lists it had.
     async fn relist(&self, names: &BTreeSet<String>) {
-        let mut state = self.state.lock().await;
+        // The lists are read without holding the loader's state: a plugin's list functions
+        // may take their whole time limit, and reloads and the status must not wait for them.
         let old = self.publisher.current();
-        let mut offerings = old.offerings().to_vec();
-        for offered in offerings.iter_mut().filter(|o| names.contains(o.plugin().name())) {
-            let fresh = match offered.plugin().relisted().await {
+        let mut fresh = Vec::new();
+        for offered in old.offerings().iter().filter(|o| names.contains(o.plugin().name())) {
+            let relisted = match offered.plugin().relisted().await {
                 Ok(plugin) => offerings_of(Arc::new(plugin), &old).await,
                 Err(e) => Err(e.to_string()),
             };
-            match fresh {
-                Ok(fresh) => *offered = fresh,
+            match relisted {
+                Ok(relisted) => fresh.push((offered.clone(), relisted)),
                 Err(e) => tracing::error!("plugin {}: reading its lists again failed: {e}", offered.plugin().name()),
             }
         }
-        let new = match Catalog::build(offerings) {
-            Ok(new) => new,
-            Err(e) => {
-                tracing::error!("plugin lists read again cannot be served together: {e}; keeping the lists in force");
-                return;
+        let mut state = self.state.lock().await;
+        // Each plugin's new lists go in on their own, and only over the version they were
+        // read from: a reload meanwhile may have replaced it.
+        let mut catalog = self.publisher.current();
+        let mut changed = false;
+        for (from, relisted) in fresh {
+            let name = from.plugin().name();
+            let mut offerings = catalog.offerings().to_vec();
+            let Some(at) = offerings.iter().position(|o| Arc::ptr_eq(o.plugin(), from.plugin())) else { continue };
+            offerings[at] = relisted;
+            match Catalog::build(offerings) {
+                Ok(next) => (catalog, changed) = (Arc::new(next), true),
+                Err(e) => {
+                    tracing::error!("plugin {name}: its lists read again cannot be served: {e}; keeping its lists")
+                }
             }
-        };
+        }
         for status in state.plugins.iter_mut().filter(|s| names.contains(&s.name)) {
-            if let Some(plugin) = new.plugins().iter().find(|p| p.name() == status.name) {
+            if let Some(plugin) = catalog.plugins().iter().find(|p| p.name() == status.name) {
                 status.serving = Some(Version::of(plugin));
             }
         }
-        self.publisher.publish(new);
+        if changed {
+            self.publisher.publish(Arc::unwrap_or_clone(catalog));
+        }
     }
 
     /// The tenant's account: its quotas and what it uses of them.

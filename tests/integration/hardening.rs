@@ -452,6 +452,28 @@ fn progress_and_structured_content_are_held_to_json_and_mcp() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A plugin whose lists take their time holds up neither the operator's status nor a reload
+/// when it asks for them to be read again (they are read without the loader's lock).
+#[tokio::test]
+async fn a_slow_relist_holds_up_no_status() {
+    let dir = scratch_dir("slow-relist");
+    let policy = misfit_policy(&dir, "slow-list", "");
+    let plugin = misfit();
+    let args = ["--plugin", plugin.to_str().unwrap(), "--config", policy.to_str().unwrap()];
+    let (server, admin) = crate::support::Admin::serve(&dir, &args);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let storm = client.request(1, "tools/call", json!({"name": "list_storm", "arguments": {}})).await;
+    assert_eq!(first_text(&storm["result"]), "changed 1000 times", "{storm}");
+    // The relist is reading the lists now, for two seconds.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let (status, body) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1), "the status waited {:?} for the relist", started.elapsed());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The next message on `stream`, or `None` once it has been quiet for `quiet`.
 async fn next_within(stream: &mut SseStream, quiet: Duration) -> Option<Value> {
     tokio::time::timeout(quiet, stream.next_message()).await.ok().flatten()

@@ -71,6 +71,11 @@ impl tools::Guest for Misfit {
             }
             "duplicate" => vec![tool("x", OBJECT), tool("x", OBJECT)],
             "trap" => panic!("listing fails on purpose"),
+            // Lists that take their time, at load and at every relist.
+            "slow-list" => {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                vec![tool("list_storm", OBJECT)]
+            }
             _ => [
                 "empty_items",
                 "big_log",
