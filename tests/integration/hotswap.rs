@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Admin, Client, SseStream, StdioServer, first_text, plugins, scratch_dir};
+use crate::support::{Admin, Client, Server, SseStream, StdioServer, first_text, plugins, scratch_dir};
 
 /// Count the tool-list notifications arriving on a stream until it ends or `stop` is set.
 fn count_list_changes(mut stream: SseStream, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
@@ -283,6 +283,45 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(roots(3).await.contains("second"), "a broken policy replaced the one in force");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A swap that lands while every instance is in use is not dropped: reading the new
+/// version's lists takes a pool slot kept for loads, and the new version answers once an
+/// instance is free again.
+#[tokio::test]
+async fn a_swap_while_every_instance_is_busy_is_not_dropped() {
+    let dir = scratch_dir("swap-busy");
+    let served = dir.join("plugins");
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::copy(plugins().join("testing/hostile.wasm"), served.join("hostile.wasm")).unwrap();
+    swap_to(&served, &std::fs::read(plugins().join("testing/swap-a.wasm")).unwrap(), 0);
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.hostile.limits]\ntimeout_ms = 3000\n").unwrap();
+    let args = ["--plugins", served.to_str().unwrap(), "--config", policy.to_str().unwrap()];
+    let limits = ["--max-instances", "1", "--reserve", "0", "--spare-instances", "0"];
+    let server = Server::http_in(&dir, &[&args[..], &limits[..]].concat());
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let stall = client.spawn_call(1, "stall", json!({}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    swap_to(&served, &std::fs::read(plugins().join("testing/swap-b.wasm")).unwrap(), 1);
+    // Loaded while the stall still holds the only instance.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while server.log().matches("loaded plugin swapped").count() < 2 {
+        assert!(Instant::now() < deadline, "the swap was dropped:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stall.await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = client.request(2, "tools/call", json!({"name": "whoami", "arguments": {}})).await;
+        if first_text(&answer["result"]).contains('b') {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new version never answered: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -92,6 +92,11 @@ pub struct Inspection {
     pub link_error: Option<String>,
 }
 
+/// Pool slots beyond the instances and spares, for reading a plugin's lists when every
+/// instance is in use: a swap or a relist must not be dropped because the version it
+/// replaces is busy.
+const LOAD_SLOTS: u32 = 2;
+
 pub(crate) struct RuntimeInner {
     pub engine: Engine,
     pub linker: Linker<CallState>,
@@ -102,6 +107,8 @@ pub(crate) struct RuntimeInner {
     pub pool: InstancePool,
     /// Spare instances alive now, at most `config.spare_instances`.
     pub spares: AtomicU32,
+    /// The pool's slots kept for loads (see [`LOAD_SLOTS`]).
+    pub load_slots: Arc<tokio::sync::Semaphore>,
     /// Builds spares for calls that run long or build slowly.
     pub prebuilder: Prebuilder,
     /// The empty directory spares of plugins with granted directories are built with
@@ -145,7 +152,7 @@ impl PluginRuntime {
         // Every pooled resource is sized for `instances` of the largest component accepted,
         // so only component instances are scarce and the instance pool decides who gets one.
         // Spares have slots of their own.
-        let slots = instances + config.spare_instances;
+        let slots = instances + config.spare_instances + LOAD_SLOTS;
         pool.total_component_instances(slots)
             .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
             .total_memories(slots * MEMORIES_PER_COMPONENT)
@@ -191,6 +198,7 @@ impl PluginRuntime {
                 clock,
                 pool,
                 spares: AtomicU32::new(0),
+                load_slots: Arc::new(tokio::sync::Semaphore::new(LOAD_SLOTS as usize)),
                 prebuilder: Prebuilder::default(),
                 placeholder_dir: OnceLock::new(),
                 components: Mutex::default(),

@@ -495,14 +495,18 @@ impl Plugin {
         call: impl for<'a> FnOnce(&'a mut Store<CallState>, &'a Instance, Outlives<'a, 'c>) -> CallFuture<'a, R> + Send + 'c,
     ) -> Result<R, CallError> {
         let limits = self.sandbox.grants.limits;
-        // A busy plugin is waited for as long as a used-up quota would be (see `quota`).
-        let slot = match self.slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .ok_or(CallError::PluginBusy(limits.concurrency))?,
+        // A busy plugin is waited for as long as a used-up quota would be (see `quota`). A
+        // load (the operator's) takes no place among its callers.
+        let slot = match (charge, self.slots.clone().try_acquire_owned()) {
+            (Charge::Load, _) => None,
+            (Charge::Caller, Ok(slot)) => Some(slot),
+            (Charge::Caller, Err(_)) => Some(
+                tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .ok_or(CallError::PluginBusy(limits.concurrency))?,
+            ),
         };
         // Loading is the operator's doing: it is charged to no caller's quota.
         let account = (charge == Charge::Caller).then_some(&self.account);
@@ -514,7 +518,16 @@ impl Plugin {
             }
             None => None,
         };
-        let mut lease = self.reservation.lease_when_free().await?;
+        // A load that finds every instance in use waits for a slot kept for loads.
+        let (mut lease, load_slot) = match (charge, self.reservation.lease_when_free().await) {
+            (_, Ok(lease)) => (Some(lease), None),
+            (Charge::Load, Err(_)) => {
+                let slots = self.sandbox.runtime.load_slots.clone();
+                let waited = tokio::time::timeout(limits.timeout, slots.acquire_owned()).await;
+                (None, Some(waited.ok().and_then(Result::ok).ok_or(CallError::Busy)?))
+            }
+            (Charge::Caller, Err(e)) => return Err(e),
+        };
         let sandbox = &self.sandbox;
         let config = &sandbox.runtime.config;
         // A caller's call takes an instance built ahead, if there is one (`spare`).
@@ -635,8 +648,10 @@ impl Plugin {
         // The instance is freed before the holds on it are released (a tuple drops its
         // fields in order). A long call may leave much memory to give back: that is done off
         // the workers. A short one's teardown (~9 µs) waits until the answer has gone out.
-        lease.ending();
-        let release = move || drop((store, lease, instance_held, slot));
+        if let Some(lease) = &mut lease {
+            lease.ending();
+        }
+        let release = move || drop((store, lease, load_slot, instance_held, slot));
         if long.is_set() {
             let _ = tokio::task::spawn_blocking(release).await;
         } else {
