@@ -184,13 +184,18 @@ fn open_dirs(plugin: &str, grants: &Grants) -> Result<Arc<GrantDirs>, LoadError>
     GrantDirs::open(grants).map(Arc::new).map_err(|reason| LoadError::Policy { plugin: plugin.to_owned(), reason })
 }
 
-fn reserve(runtime: &RuntimeInner, tenant: &str, plugin: &str, grants: &Grants) -> Result<Arc<Reservation>, LoadError> {
+fn reserve(
+    runtime: &RuntimeInner,
+    tenant: &Account,
+    plugin: &str,
+    grants: &Grants,
+) -> Result<Arc<Reservation>, LoadError> {
     let reserve = grants.limits.reserved_instances();
     // One account per tenant's plugin: tenants never share a reserve.
-    let account: Arc<str> = format!("{tenant}/{plugin}").into();
+    let account: Arc<str> = format!("{}/{plugin}", tenant.tenant()).into();
     runtime
         .pool
-        .reserve(&account, reserve)
+        .reserve(&account, reserve, tenant.quotas().instances)
         .map(Arc::new)
         .map_err(|e| LoadError::Policy { plugin: plugin.to_string(), reason: e.to_string() })
 }
@@ -226,7 +231,7 @@ impl Plugin {
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
         let dirs = open_dirs(name, &grants)?;
-        let reservation = reserve(&runtime, account.tenant(), name, &grants)?;
+        let reservation = reserve(&runtime, account, name, &grants)?;
         let mut plugin = Plugin {
             account: account.clone(),
             component,
@@ -296,7 +301,7 @@ impl Plugin {
         let name = self.name();
         let dirs = open_dirs(name, &grants)?;
         let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
-        let reservation = reserve(&self.sandbox.runtime, self.account.tenant(), name, &grants)?;
+        let reservation = reserve(&self.sandbox.runtime, &self.account, name, &grants)?;
         Ok(self.sandboxed(Arc::new(self.sandbox.with_grants(grants, dirs)), slots, reservation))
     }
 

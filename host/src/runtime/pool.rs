@@ -107,8 +107,31 @@ impl InstancePool {
     /// Keep `reserve` instances for `plugin` for as long as the returned reservation (or
     /// another one for the same plugin) lives. A later reservation for the same plugin sets
     /// its reserve anew.
-    pub fn reserve(&self, plugin: &Arc<str>, reserve: u32) -> Result<Reservation, Overbooked> {
+    ///
+    /// `plugin` is `tenant/name`. A tenant with a quota of `tenant_instances` can use no more
+    /// at once, so its plugins reserve no more together: a plugin's reserve is cut to what its
+    /// tenant's other plugins leave of the quota, and one tenant cannot keep the server's
+    /// instances from the others.
+    pub fn reserve(
+        &self,
+        plugin: &Arc<str>,
+        reserve: u32,
+        tenant_instances: Option<u32>,
+    ) -> Result<Reservation, Overbooked> {
         let mut ledger = lock(&self.ledger);
+        let reserve = match tenant_instances {
+            Some(quota) => {
+                let tenant = plugin.split_once('/').map_or("", |(tenant, _)| tenant);
+                let others: u32 = ledger
+                    .accounts
+                    .iter()
+                    .filter(|(key, _)| *key != plugin && key.split_once('/').is_some_and(|(t, _)| t == tenant))
+                    .map(|(_, account)| account.reserve)
+                    .sum();
+                reserve.min(quota.saturating_sub(others))
+            }
+            None => reserve,
+        };
         let current = ledger.accounts.get(plugin).map_or(0, |a| a.reserve);
         let free = ledger.total - (ledger.reserved - current);
         if reserve > free {
@@ -265,8 +288,8 @@ mod tests {
     fn a_busy_plugin_leaves_its_neighbours_their_reserve() {
         let pool = InstancePool::new(4);
         let (a, b) = (name("a"), name("b"));
-        let noisy = pool.reserve(&a, 1).unwrap();
-        let quiet = pool.reserve(&b, 1).unwrap();
+        let noisy = pool.reserve(&a, 1, None).unwrap();
+        let quiet = pool.reserve(&b, 1, None).unwrap();
         let held: Vec<_> = std::iter::from_fn(|| noisy.lease().ok()).take(10).collect();
         assert_eq!(held.len(), 3, "its own instance and the two shared ones");
         let first = quiet.lease().expect("the neighbour's reserve is kept");
@@ -280,7 +303,7 @@ mod tests {
     async fn a_call_waits_for_an_ending_lease_and_is_refused_when_none_is_ending() {
         let pool = InstancePool::new(1);
         let a = name("a");
-        let plugin = pool.reserve(&a, 0).unwrap();
+        let plugin = pool.reserve(&a, 0, None).unwrap();
         let mut first = plugin.lease().unwrap();
         let refused = plugin.lease_when_free().await;
         assert!(matches!(refused, Err(CallError::Busy)), "no lease is ending: refused at once");
@@ -295,19 +318,34 @@ mod tests {
     }
 
     #[test]
+    fn a_tenants_plugins_reserve_no_more_than_its_instance_quota() {
+        let pool = InstancePool::new(8);
+        let (one, two, three) = (name("acme/one"), name("acme/two"), name("acme/three"));
+        let kept: Vec<_> = [&one, &two, &three].map(|p| pool.reserve(p, 2, Some(1)).unwrap()).into();
+        let reserves: Vec<u32> = [&one, &two, &three].map(|p| lock(&pool.ledger).accounts[p].reserve).into();
+        assert_eq!(reserves, [1, 0, 0], "acme may use one instance at once: it reserves one");
+        // Another tenant's plugins still find the rest of the server.
+        let other = pool.reserve(&name("globex/calc"), 7, Some(7)).expect("seven are free");
+        // A new version of the first plugin keeps its place in the quota.
+        assert!(pool.reserve(&one, 2, Some(1)).is_ok());
+        assert_eq!(lock(&pool.ledger).accounts[&one].reserve, 1);
+        drop((kept, other));
+    }
+
+    #[test]
     fn versions_of_a_plugin_share_one_reserve_that_ends_with_the_last() {
         let pool = InstancePool::new(4);
         let a = name("a");
-        let old = pool.reserve(&a, 3).unwrap();
-        let new = pool.reserve(&a, 3).expect("a new version does not reserve twice");
-        assert!(pool.reserve(&name("b"), 2).is_err(), "only one instance is unreserved");
+        let old = pool.reserve(&a, 3, None).unwrap();
+        let new = pool.reserve(&a, 3, None).expect("a new version does not reserve twice");
+        assert!(pool.reserve(&name("b"), 2, None).is_err(), "only one instance is unreserved");
         let lease = old.lease().unwrap();
         drop(old);
         drop(new);
-        assert!(pool.reserve(&name("b"), 2).is_err(), "a running call keeps the reserve");
+        assert!(pool.reserve(&name("b"), 2, None).is_err(), "a running call keeps the reserve");
         drop(lease);
-        let overbooked = pool.reserve(&name("b"), 5).unwrap_err();
+        let overbooked = pool.reserve(&name("b"), 5, None).unwrap_err();
         assert_eq!((overbooked.free, overbooked.total), (4, 4));
-        pool.reserve(&name("b"), 4).expect("the whole pool is free again");
+        pool.reserve(&name("b"), 4, None).expect("the whole pool is free again");
     }
 }
