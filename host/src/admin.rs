@@ -74,7 +74,17 @@ impl Access {
 /// Read the token from `path`, or create the file with a fresh random token (mode 0600).
 pub fn token(path: &Path) -> Result<Token> {
     let text = match crate::files::read_text(path, 64 << 10) {
-        Ok(text) => text.trim().to_owned(),
+        Ok(text) => {
+            // Whoever reads the file has the server's admin powers.
+            use std::os::unix::fs::PermissionsExt;
+            if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+                tracing::warn!(
+                    "the admin token file {} can be read by other users than its owner; `chmod 600` it",
+                    path.display()
+                );
+            }
+            text.trim().to_owned()
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let bytes: [u8; 32] = rand::random();
             let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

@@ -484,6 +484,15 @@ impl Loader {
             // During the first load, each plugin is served as soon as it joins.
             let progress = (!self.publisher.is_loaded()).then_some(&self.publisher);
             let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old, progress).await;
+            // An entry no plugin answers to is most likely a typo, whose plugin then runs with
+            // nothing granted and the default limits.
+            let unserved: Vec<&str> = state.policy.named().filter(|n| !plugins.iter().any(|p| p.name == *n)).collect();
+            if !unserved.is_empty() {
+                tracing::warn!(
+                    "the policy has entries for {}, which no plugin source provides; check their spelling",
+                    unserved.join(", ")
+                );
+            }
             state.plugins = plugins;
             // Publish even when no list changed: a new version may behave differently behind
             // the same definitions, and new calls must get it. Servers tell their clients what
@@ -543,6 +552,10 @@ async fn load_one(
         None => {
             let grants = policy.grants(name);
             let plugin = runtime.load(account, name, (bytes, needs), grants).await.map_err(|e| e.to_string())?;
+            let plugin = match earlier {
+                Some(earlier) => plugin.sharing_places_with(earlier),
+                None => plugin,
+            };
             within_needs_mode(policy, name, Arc::new(plugin))
         }
     }

@@ -378,6 +378,35 @@ async fn a_grant_taken_away_applies_while_the_plugin_file_is_broken() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A policy entry that no plugin answers to (a typo, most likely) is said in the log: its
+/// plugin would otherwise run with nothing granted, without a word.
+#[tokio::test]
+async fn a_policy_entry_for_no_plugin_is_warned_of() {
+    let dir = scratch_dir("policy-typo");
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, "[plugins.calcc.limits]\nmemory_mib = 8\n[plugins.calc.limits]\nmemory_mib = 16\n")
+        .unwrap();
+    let calc = plugins().join("calc.wasm");
+    let server = Server::http_in(&dir, &["--plugin", calc.to_str().unwrap(), "--config", policy.to_str().unwrap()]);
+    let log = server.wait_for_log("which no plugin source provides");
+    assert!(log.contains("the policy has entries for calcc, which no plugin source provides"), "{log}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An admin token file others may read gives them the server: the operator is told.
+#[tokio::test]
+async fn an_admin_token_others_may_read_is_warned_of() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("admin-token-mode");
+    let token = dir.join("admin-token");
+    std::fs::write(&token, "an-operator-token-0123456789").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (server, _admin) = Admin::serve(&dir, &[]);
+    let log = server.wait_for_log("can be read by other users");
+    assert!(log.contains("can be read by other users than its owner"), "{log}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A policy mounted the way Kubernetes mounts a ConfigMap: `capsule.toml -> ..data/capsule.toml`,
 /// `..data -> ..<timestamp>`, updated by renaming a new `..data` link into place. The file's
 /// own name never changes; the flip beside it is the change.

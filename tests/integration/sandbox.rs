@@ -100,6 +100,11 @@ async fn per_plugin_output_and_concurrency_limits_hold() {
     assert_eq!(big["result"]["isError"], true, "{big}");
     assert!(first_text(&big["result"]).contains("exceeds its output limit of 1024 bytes"), "{big}");
     assert_eq!(first_text(&echo(2, "small").await["result"]), "small");
+    // Far past the limit, the result is not even copied out of the sandbox whole: what one
+    // call may hand the host is 16 times its output limit and a MiB.
+    let huge = client.request(9, "tools/call", json!({"name": "big", "arguments": {"mib": 4}})).await;
+    let said = first_text(&huge["result"]);
+    assert!(huge["result"]["isError"] == true && said.contains("more than 1064960 bytes at once"), "{huge}");
 
     let staller = client.clone();
     let stall =

@@ -152,6 +152,11 @@ impl Policy {
             .unwrap_or_else(|| Arc::new(Grants { limits: self.defaults, ..Grants::default() }))
     }
 
+    /// The plugins the policy has an entry for.
+    pub fn named(&self) -> impl Iterator<Item = &str> {
+        self.plugins.keys().map(String::as_str)
+    }
+
     /// What to do with a plugin that declares needs beyond its grants.
     pub fn needs_mode(&self) -> NeedsMode {
         self.needs

@@ -64,6 +64,7 @@ impl CompileCache {
             // Ours: make sure nobody else can write (or read) it.
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         }
+        prune(&dir, std::time::SystemTime::now());
         Ok(CompileCache { dir })
     }
 
@@ -98,7 +99,14 @@ impl CompileCache {
         // write, under a name derived from the source bytes and this engine's configuration;
         // wasmtime still checks the header and engine compatibility and fails cleanly.
         match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                // Marked as used, so that `prune` keeps it.
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                Some(component)
+            }
             Err(e) => {
                 tracing::warn!("discarding unusable compile cache entry {}: {e:#}", path.display());
                 let _ = std::fs::remove_file(&path);
@@ -123,9 +131,63 @@ impl CompileCache {
     }
 }
 
+/// How long an entry no load has used is kept: a plugin version gone for a month, or the
+/// compilations of an engine since upgraded (they never match again).
+const UNUSED_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// How long a temporary file is left alone: one older is what a crash mid-write left.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove from the cache what no load will use: entries unused for [`UNUSED_FOR`] and
+/// temporary files abandoned for [`ABANDONED_AFTER`]. Without this the cache only grew: every
+/// version of every plugin ever loaded, a few hundred KiB to tens of MiB each.
+fn prune(dir: &Path, now: std::time::SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Ok(meta) = entry.metadata() else { continue };
+        let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).unwrap_or_default();
+        let stale = match () {
+            () if !meta.is_file() => false,
+            () if name.starts_with(".tmp") => age > ABANDONED_AFTER,
+            () if name.ends_with(".cwasm") => age > UNUSED_FOR,
+            () => false,
+        };
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!("compile cache {}: removed {removed} entries no load has used lately", dir.display());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_unused_for_a_month_and_abandoned_writes_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = std::time::SystemTime::now();
+        let aged = |name: &str, age: std::time::Duration| {
+            let file = std::fs::File::create(dir.path().join(name)).unwrap();
+            file.set_modified(now - age).unwrap();
+        };
+        let day = std::time::Duration::from_secs(24 * 3600);
+        aged("old-0123.cwasm", 31 * day);
+        aged("recent-0123.cwasm", 29 * day);
+        aged(".tmpAbCdEf", 2 * 3600 * std::time::Duration::from_secs(1));
+        aged(".tmpWriting", std::time::Duration::from_secs(60));
+        aged("notes.txt", 400 * day);
+        prune(dir.path(), now);
+        let mut left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+        left.sort();
+        assert_eq!(left, [".tmpWriting", "notes.txt", "recent-0123.cwasm"]);
+    }
 
     #[test]
     fn a_cache_directory_must_be_ours_and_real() {

@@ -57,6 +57,12 @@ pub enum CallError {
     /// The result is larger than the plugin's output limit.
     #[error("the plugin's result of {size} bytes exceeds its output limit of {limit} bytes and was discarded")]
     Output { limit: usize, size: usize },
+    /// The plugin handed the host more at once (a result, or a host call's arguments) than a
+    /// call within its output limit could.
+    #[error(
+        "the plugin handed the host more than {0} bytes at once, beyond what its output limit allows, and was stopped"
+    )]
+    Copied(usize),
     /// The plugin already runs as many calls as its concurrency limit allows.
     #[error("the plugin is already running its limit of {0} concurrent calls; try again shortly")]
     PluginBusy(u32),
@@ -91,7 +97,7 @@ impl CallError {
             CallError::Memory { .. } => Outcome::Memory,
             CallError::StackOverflow => Outcome::Stack,
             CallError::Trap(_) => Outcome::Trap,
-            CallError::Output { .. } => Outcome::OutputCap,
+            CallError::Output { .. } | CallError::Copied(_) => Outcome::OutputCap,
             CallError::PluginBusy(_) | CallError::Busy | CallError::Quota(_) => Outcome::Busy,
             CallError::Cancelled => Outcome::Cancelled,
             CallError::Sandbox(_) | CallError::Unsupported(_) | CallError::Host(_) => Outcome::HostError,

@@ -167,6 +167,13 @@ enum Ended<T> {
     Cancelled,
 }
 
+/// The hostcall fuel of a call whose output limit is `output` bytes. Fuel counts what a lift
+/// allocates (every list element at its size in memory, every string's bytes), which for a
+/// result within the output limit is at most a few times what it takes on the wire.
+fn hostcall_fuel(output: usize) -> usize {
+    output.saturating_mul(16).saturating_add(1 << 20).min(128 << 20)
+}
+
 /// Run `release` once the current task has had its turn: the call's answer is on its way to
 /// the client (the task awaiting it runs first) before the instance is torn down. Measured
 /// at c=1 and c=8 as a few percent more calls a second (BENCHMARKS, session 23).
@@ -300,9 +307,24 @@ impl Plugin {
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
         let name = self.name();
         let dirs = open_dirs(name, &grants)?;
-        let slots = Arc::new(Semaphore::new(grants.limits.concurrency as usize));
+        // The same concurrency: calls on both versions count against one limit.
+        let slots = if grants.limits.concurrency == self.sandbox.grants.limits.concurrency {
+            self.slots.clone()
+        } else {
+            Arc::new(Semaphore::new(grants.limits.concurrency as usize))
+        };
         let reservation = reserve(&self.sandbox.runtime, &self.account, name, &grants)?;
         Ok(self.sandboxed(Arc::new(self.sandbox.with_grants(grants, dirs)), slots, reservation))
+    }
+
+    /// This version taking its callers' places from `earlier`, a version of the plugin it
+    /// replaces, when both allow as many calls at once: during a swap the calls of both
+    /// count against one limit, not one each.
+    pub fn sharing_places_with(mut self, earlier: &Plugin) -> Plugin {
+        if earlier.sandbox.grants.limits.concurrency == self.sandbox.grants.limits.concurrency {
+            self.slots = earlier.slots.clone();
+        }
+        self
     }
 
     /// The same plugin with its lists read again (a plugin's lists may change while it
@@ -552,6 +574,13 @@ impl Plugin {
             }
             None => (sandbox.store(state), None, None),
         };
+        // What one lift from the guest may copy into the host (a host call's arguments, the
+        // call's result), before the output limit is checked on what was copied: a plugin
+        // cannot make the host hold wasmtime's default of 128 MiB a call whatever its limit.
+        // A load's lists have their own, larger limit.
+        if charge == Charge::Caller {
+            store.set_hostcall_fuel(hostcall_fuel(limits.output));
+        }
         let cpu = limits.cpu;
         let long = Long::default();
         // A plugin whose last calls were long most likely makes another: a call that starts
@@ -704,6 +733,10 @@ impl Plugin {
             Some(Trap::StackOverflow) => CallError::StackOverflow,
             Some(Trap::UnreachableCodeReached) => CallError::Trap("it aborted".into()),
             Some(trap) => CallError::Trap(trap.to_string()),
+            // wasmtime's fuel error is not public: it is known by its message.
+            None if format!("{error:#}").contains("fuel allocated for hostcalls has been exhausted") => {
+                CallError::Copied(hostcall_fuel(self.sandbox.grants.limits.output))
+            }
             None => CallError::Host(format!("{error:#}")),
         };
         (failure, error.downcast_ref::<wasmtime::WasmBacktrace>().map(ToString::to_string))

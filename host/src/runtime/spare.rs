@@ -228,8 +228,9 @@ impl SlowBuilds {
 thread_local! {
     /// This worker's spare, if it has one.
     static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
-    /// The plugin version this worker last served a short call of, until it goes idle.
-    static WANTED: RefCell<Option<Arc<Blueprint>>> = const { RefCell::new(None) };
+    /// The plugin version this worker last served a short call of, until it goes idle. Not
+    /// held: a version swapped out meanwhile is not built again.
+    static WANTED: RefCell<Option<Weak<Blueprint>>> = const { RefCell::new(None) };
 }
 
 impl Blueprint {
@@ -309,7 +310,7 @@ impl Blueprint {
             return;
         }
         if !long && self.slow.allow(Instant::now()) {
-            let _ = WANTED.try_with(|wanted| *wanted.borrow_mut() = Some(self.clone()));
+            let _ = WANTED.try_with(|wanted| *wanted.borrow_mut() = Some(Arc::downgrade(self)));
         } else {
             self.build_ahead();
         }
@@ -467,7 +468,7 @@ impl Blueprint {
 /// a spare of a plugin version no longer loaded. Tokio's before-park hook of the request
 /// workers, and the idle poller's quiet round.
 pub fn worker_idle() {
-    let Ok(wanted) = WANTED.try_with(|wanted| wanted.borrow_mut().take()) else {
+    let Ok(wanted) = WANTED.try_with(|wanted| wanted.borrow_mut().take().and_then(|wanted| wanted.upgrade())) else {
         return;
     };
     let _ = SPARE.try_with(|slot| {
