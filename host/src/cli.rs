@@ -630,6 +630,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
             metrics.render()
         })
     };
+    let cache = runtime.config().compile_cache.clone();
     let tenants = Tenants::start(runtime, codec, config, configuration, shutdown.clone())?;
     let set = tenants.current();
     if set.default_tenant().is_none() && !(args.plugin_dirs.is_empty() && args.plugin_files.is_empty()) {
@@ -643,6 +644,10 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         let tenants = tenants.clone();
         async move {
             let served = tenants.first_load().await;
+            // Every plugin served now has marked its entry used: what is left unused goes.
+            if let Some(cache) = cache {
+                tokio::task::spawn_blocking(move || cache.prune());
+            }
             if args.no_watch && served == 0 {
                 return anyhow::Error::msg("no plugin could be loaded");
             }

@@ -1,7 +1,8 @@
 //! Reading a local file Capsule is told to read (a policy, a tenant's file, a sidecar, a
-//! secret, a token, a plugin) no further than a limit. Only a regular file is read: a FIFO
-//! would hold the reading thread until someone writes to it (it is opened without waiting for
-//! a writer, and refused once open), and `/dev/zero` would fill memory. A symbolic link to a
+//! secret, a token, a plugin) no further than a limit. Only a regular file is read, and the
+//! file is looked at before it is opened and again once open: a FIFO would hold the reading
+//! thread until someone writes to it, `/dev/zero` would fill memory, and opening some devices
+//! acts (a FIFO swapped in between is opened without waiting for a writer). A symbolic link to a
 //! regular file is followed, as Kubernetes mounts ConfigMaps and Secrets through links.
 
 use std::io::{Error, ErrorKind, Read};
@@ -13,11 +14,20 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The bytes of the regular file at `path`, refused past `limit`.
 pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file =
-        std::fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
-    // Asked of the file opened, not of the path, which may have changed in between.
-    if !file.metadata()?.is_file() {
-        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    use std::os::unix::fs::MetadataExt;
+    let not_regular = || Error::new(ErrorKind::InvalidInput, "not a regular file");
+    // Looked at before it is opened: opening some devices does something (a watchdog starts,
+    // a terminal becomes the controlling one).
+    let seen = std::fs::metadata(path)?;
+    if !seen.is_file() {
+        return Err(not_regular());
+    }
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)?;
+    // And asked again of the file opened, in case the path was swapped in between.
+    let opened = file.metadata()?;
+    if !opened.is_file() || (opened.dev(), opened.ino()) != (seen.dev(), seen.ino()) {
+        return Err(not_regular());
     }
     let mut bytes = Vec::new();
     file.take(limit + 1).read_to_end(&mut bytes)?;

@@ -87,8 +87,9 @@ pub const INVALID_NAME: &str = "_invalid_name";
 /// The tenant of a server configured without tenants.
 pub const DEFAULT_TENANT: &str = "default";
 
-/// The least time between two relists of a tenant's plugins.
+/// The least and the most time between two relists of a tenant's plugins.
 const RELIST_PAUSE: Duration = Duration::from_secs(1);
+const RELIST_PAUSE_AT_MOST: Duration = Duration::from_secs(30);
 
 /// The largest plugin file read: far beyond any real component (an interpreter with its
 /// standard library is tens of MiB), short of a device that never ends.
@@ -264,12 +265,11 @@ impl Loader {
                     names = relister.publisher.relists().next() => names,
                     () = relister.stop.cancelled() => return,
                 };
-                let started = std::time::Instant::now();
-                relister.relist(&names).await;
+                let reading = relister.relist(&names).await;
                 // A plugin that says its lists changed on every call must not keep a core
                 // reading them: relists take at most a tenth of the time, and the requests
                 // made meanwhile are one relist.
-                let pause = (started.elapsed() * 9).max(RELIST_PAUSE);
+                let pause = (reading * 9).clamp(RELIST_PAUSE, RELIST_PAUSE_AT_MOST);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = relister.stop.cancelled() => return,
@@ -305,9 +305,12 @@ impl Loader {
     /// Read the lists of the plugins `names` again (they said a list changed) and swap the
     /// result in; clients hear only of lists that really changed. A plugin whose lists can no
     /// longer be read, or now collide, keeps the lists it had.
-    async fn relist(&self, names: &BTreeSet<String>) {
+    /// Read the lists of the plugins `names` again and serve them; returns how long reading
+    /// them took.
+    async fn relist(&self, names: &BTreeSet<String>) -> Duration {
         // The lists are read without holding the loader's state: a plugin's list functions
         // may take their whole time limit, and reloads and the status must not wait for them.
+        let started = std::time::Instant::now();
         let old = self.publisher.current();
         let mut fresh = Vec::new();
         for offered in old.offerings().iter().filter(|o| names.contains(o.plugin().name())) {
@@ -320,6 +323,7 @@ impl Loader {
                 Err(e) => tracing::error!("plugin {}: reading its lists again failed: {e}", offered.plugin().name()),
             }
         }
+        let reading = started.elapsed();
         let mut state = self.state.lock().await;
         // Each plugin's new lists go in on their own, and only over the version they were
         // read from: a reload meanwhile may have replaced it.
@@ -345,6 +349,7 @@ impl Loader {
         if changed {
             self.publisher.publish(Arc::unwrap_or_clone(catalog));
         }
+        reading
     }
 
     /// The tenant's account: its quotas and what it uses of them.

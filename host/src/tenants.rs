@@ -235,7 +235,6 @@ impl Tenants {
         self.current().tenants.get(id).cloned().ok_or_else(|| TenantsError::Unknown(id.into()))
     }
 
-    /// The one tenant of a server that has exactly one.
     /// Wait until every tenant there is now has ended its first load; returns how many
     /// plugins are served in all.
     pub async fn first_load(&self) -> usize {
@@ -248,6 +247,7 @@ impl Tenants {
         served
     }
 
+    /// The one tenant of a server that has exactly one.
     pub fn only(&self) -> Option<Arc<Tenant>> {
         let set = self.current();
         (set.tenants.len() == 1).then(|| set.tenants.values().next().cloned()).flatten()
@@ -298,6 +298,23 @@ impl Tenants {
         }
         for Spec { id, hosts, admin_token, sources, policy } in specs {
             let running = old.tenants.get(id.as_str());
+            // A tenant kept as it was (its file refused) keeps its host names: no other
+            // tenant may take one of them meanwhile.
+            let held = hosts.iter().find_map(|host| {
+                set.tenants
+                    .values()
+                    .find(|kept| *kept.id != *id && kept.hosts.contains(host))
+                    .map(|kept| (host, &kept.id))
+            });
+            if let Some((host, holder)) = held {
+                let e = format!("host {host} is still tenant {holder}'s");
+                tracing::error!(tenant = %id, "{e}; the tenant is not changed");
+                *error = Some(format!("tenant {id}: {e}"));
+                if let Some(running) = running {
+                    set.tenants.insert(running.id.clone(), running.clone());
+                }
+                continue;
+            }
             // A resource server whose settings did not change keeps its cached keys.
             let wanted = policy.as_ref().and_then(PolicyFile::auth);
             let auth = match running.and_then(|r| r.auth.as_ref()) {

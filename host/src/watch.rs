@@ -67,12 +67,12 @@ pub(crate) async fn settle(events: &mut UnboundedReceiver<Change>, mut last: Cha
     }
 }
 
-/// Whether a file in a watched directory is one a reload reads: a component, or a
-/// `.capsule.toml` sidecar. A directory's other files (logs, editors' swap files) change
-/// nothing.
+/// Whether a file in a watched directory is one a reload reads: a component, a
+/// `.capsule.toml` sidecar, or a `..data` link a Kubernetes volume flips to update them all.
+/// A directory's other files (logs, editors' swap files) change nothing.
 fn read_by_reloads(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    name.ends_with(".wasm") || name.ends_with(".toml")
+    name.ends_with(".wasm") || name.ends_with(".toml") || name.starts_with("..")
 }
 
 /// A set of directories watched for what happens in them and to them.
@@ -344,6 +344,8 @@ mod tests {
         assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(), "a file no reload reads");
         std::fs::write(dir.join("a.capsule.toml"), b"").unwrap();
         assert!(next(&mut watch, &mut rx).await, "a sidecar written");
+        std::os::unix::fs::symlink("..2026_12_06", dir.join("..data")).unwrap();
+        assert!(next(&mut watch, &mut rx).await, "a volume's ..data link made");
         // Removed and made again.
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(next(&mut watch, &mut rx).await, "the removal");

@@ -200,6 +200,7 @@ async fn a_broken_tenant_file_holds_up_no_other_tenant() {
         std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
     }
     std::fs::write(tenants.join("south").join("tenant.toml"), "hosts = [\"south-1.test\"]\n").unwrap();
+    std::fs::write(tenants.join("north").join("tenant.toml"), "hosts = [\"north.test\"]\n").unwrap();
     let (server, admin) = Admin::serve(&dir, &["--tenants", tenants.to_str().unwrap()]);
     let base = format!("http://{}", server.authority());
     let answers = async |host: &str| post_as(&format!("{base}/mcp"), host, &tools_list()).await.0;
@@ -228,6 +229,12 @@ async fn a_broken_tenant_file_holds_up_no_other_tenant() {
         let (_, north) = admin.call(reqwest::Method::GET, "/t/north/plugins", None).await;
         assert!(north["policy_error"].is_string(), "{broken}: {north}");
     }
+    // North, kept as it was, keeps its host name: south may not take it meanwhile.
+    std::fs::write(tenants.join("south").join("tenant.toml"), "hosts = [\"north.test\"]\n").unwrap();
+    let log = server.wait_for_log("host north.test is still tenant north's");
+    assert!(log.contains("host north.test is still tenant north's"), "{log}");
+    assert_eq!(answers("south-3.test").await, 200, "south is not changed");
+    assert_eq!(answers("north.test").await, 200, "north keeps its name");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::CatalogError;
 use super::mirrored::{MirroredParam, mirrored_params};
+use super::weight::Weight;
 use crate::runtime::{Plugin, types};
 use crate::telemetry::ToolMeters;
 
@@ -44,8 +45,8 @@ pub struct ToolEntry {
     input_validator: jsonschema::Validator,
     output_validator: Option<jsonschema::Validator>,
     /// The schemas' weights (see `weight`).
-    input_weight: u64,
-    output_weight: u64,
+    input_weight: Weight,
+    output_weight: Weight,
     /// Its calls' series, found at its first call.
     pub meters: OnceLock<ToolMeters>,
 }
@@ -53,23 +54,23 @@ pub struct ToolEntry {
 impl ToolEntry {
     /// Whether arguments of `bytes` are cheap enough to validate on an async worker.
     pub fn validate_arguments_inline(&self, bytes: usize) -> bool {
-        inline(bytes, self.input_weight)
+        inline(bytes, self.input_weight.weight)
     }
 
     /// Whether structured output of `bytes` is cheap enough to validate on an async worker.
     pub fn validate_output_inline(&self, bytes: usize) -> bool {
-        inline(bytes, self.output_weight)
+        inline(bytes, self.output_weight.weight)
     }
 
     /// Check arguments against the input schema; the error names the first violation.
     pub fn validate_arguments(&self, arguments: &Value) -> Result<(), String> {
-        describe_errors(&self.input_validator, arguments)
+        describe_errors(&self.input_validator, self.input_weight, arguments)
     }
 
     /// Check structured output against the output schema, if the tool has one.
     pub fn validate_output(&self, output: &Value) -> Result<(), String> {
         match &self.output_validator {
-            Some(validator) => describe_errors(validator, output),
+            Some(validator) => describe_errors(validator, self.output_weight, output),
             None => Ok(()),
         }
     }
@@ -79,12 +80,17 @@ fn inline(bytes: usize, weight: u64) -> bool {
     bytes <= INLINE_VALIDATION_BYTES && (bytes as u64).saturating_mul(weight) <= INLINE_VALIDATION_WORK
 }
 
-fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+fn describe_errors(validator: &jsonschema::Validator, weight: Weight, value: &Value) -> Result<(), String> {
     // The common case, valid input, needs no error values built. An invalid value gets its
     // first violation only: jsonschema builds every error before its iterator yields one,
     // and a client's array of two million wrong items would be two million errors (GiBs).
     if validator.is_valid(value) {
         return Ok(());
+    }
+    // Describing one means validating again without remembering recursive references'
+    // results, which a schema that branches at every level makes exponential in the depth.
+    if weight.recursive {
+        return Err("it does not match the schema (a recursive schema: the violation is not described)".into());
     }
     validator.validate(value).map_err(|e| describe(&e))
 }
@@ -164,7 +170,7 @@ impl Offerings {
             let output_weight = output_schema.as_ref().map(|s| weigh(name, &tool.name, "output", s)).transpose()?;
             tools.push(Arc::new(ToolEntry {
                 input_weight,
-                output_weight: output_weight.unwrap_or(0),
+                output_weight: output_weight.unwrap_or(Weight { weight: 0, recursive: false }),
                 input_validator: compile(name, &tool.name, "input", &input_schema)?,
                 output_validator: output_schema.as_ref().map(|s| compile(name, &tool.name, "output", s)).transpose()?,
                 plugin: plugin.clone(),
@@ -252,7 +258,7 @@ fn parse_schema(plugin: &str, tool: &str, which: &'static str, text: &str) -> Re
     }
 }
 
-fn weigh(plugin: &str, tool: &str, which: &'static str, schema: &Map<String, Value>) -> Result<u64, CatalogError> {
+fn weigh(plugin: &str, tool: &str, which: &'static str, schema: &Map<String, Value>) -> Result<Weight, CatalogError> {
     super::weight::weigh(schema).map_err(|reason| CatalogError::Schema {
         plugin: plugin.into(),
         tool: tool.into(),

@@ -7,8 +7,9 @@
 //! at every step, so a kilobyte of schema would hold a thread for hours on `{}`. The weight
 //! here is the schema's size with every reference expanded in place: what one instance node
 //! may cost at most. A reference back into a definition being expanded counts one: recursion
-//! is bounded by the instance's own depth, and jsonschema remembers a recursive reference's
-//! result per object and array.
+//! is bounded by the instance's own depth, and when it checks validity jsonschema remembers a
+//! recursive reference's result per object and array. It does not when it describes an
+//! error, so the violations of a value a recursive schema refuses are not described.
 
 use std::collections::HashMap;
 
@@ -24,18 +25,34 @@ pub const MAX_WEIGHT: u64 = 100_000;
 /// jsonschema spends seconds compiling it.
 const MAX_DEPTH: usize = 256;
 
-/// Keywords whose values are data, not schemas: never expanded or counted.
-const DATA_KEYWORDS: &[&str] = &["enum", "const", "default", "examples", "title", "description", "$comment"];
-
-/// The weight of `root` (see the module doc), or why it cannot be bounded.
-pub fn weigh(root: &Map<String, Value>) -> Result<u64, String> {
-    let mut scale = Scale { root, ids: HashMap::new(), weights: HashMap::new(), open: Vec::new() };
-    scale.collect_ids(root, 0);
+/// The weight of `root` (see the module doc) and whether it refers back into itself, or why
+/// it cannot be bounded.
+pub fn weigh(root: &Map<String, Value>) -> Result<Weight, String> {
+    let mut scale = Scale {
+        root,
+        base: root.get("$id").and_then(Value::as_str).map(|id| id.trim_end_matches('#')),
+        anchors: HashMap::new(),
+        weights: HashMap::new(),
+        open: Vec::new(),
+        back_edges: 0,
+    };
+    scale.collect(root, 0, true)?;
     let weight = scale.object(root, 0)?;
     if weight > MAX_WEIGHT {
         return Err(too_heavy());
     }
-    Ok(weight)
+    Ok(Weight { weight, recursive: scale.back_edges > 0 })
+}
+
+/// What [`weigh`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Weight {
+    /// Expanded schema objects.
+    pub weight: u64,
+    /// Whether a reference leads back into a definition being expanded. jsonschema remembers
+    /// such a reference's result only when it checks validity, not when it describes an
+    /// error, so an invalid value is then described without its violation.
+    pub recursive: bool,
 }
 
 fn too_heavy() -> String {
@@ -47,31 +64,47 @@ fn too_heavy() -> String {
 
 struct Scale<'a> {
     root: &'a Map<String, Value>,
-    /// Subschemas by their `$id`, `$anchor` and `$dynamicAnchor`.
-    ids: HashMap<&'a str, &'a Map<String, Value>>,
+    /// The root's `$id`: a reference naming it names the root.
+    base: Option<&'a str>,
+    /// Subschemas by their `$anchor` or `$dynamicAnchor`.
+    anchors: HashMap<&'a str, &'a Map<String, Value>>,
     /// The weights of reference targets already expanded, by address.
     weights: HashMap<*const Map<String, Value>, u64>,
     /// Reference targets being expanded: a reference to one of them is recursion.
     open: Vec<*const Map<String, Value>>,
+    /// References met that led back into an open target.
+    back_edges: u64,
 }
 
 impl<'a> Scale<'a> {
-    fn collect_ids(&mut self, object: &'a Map<String, Value>, depth: usize) {
+    /// Collect the anchors, and refuse what would make a reference mean something else to
+    /// jsonschema than here: an `$id` below the root starts a schema resource of its own,
+    /// against which its `#…` references resolve, and an anchor declared twice is ambiguous.
+    /// Every member is walked, whatever its key: under `properties` a key is a name, not a
+    /// keyword, so no key can hide a subschema.
+    fn collect(&mut self, object: &'a Map<String, Value>, depth: usize, root: bool) -> Result<(), String> {
         if depth > MAX_DEPTH {
-            return;
+            return Err(format!("it nests deeper than {MAX_DEPTH} levels"));
         }
-        for key in ["$id", "$anchor", "$dynamicAnchor"] {
-            if let Some(Value::String(id)) = object.get(key) {
-                self.ids.entry(id.trim_end_matches('#')).or_insert(object);
+        if !root && object.get("$id").is_some_and(Value::is_string) {
+            return Err("an $id below the root (a schema resource inside the schema) is not supported; \
+                        put shared parts in $defs and refer to them with \"#/$defs/...\""
+                .into());
+        }
+        for key in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(anchor)) = object.get(key)
+                && let Some(earlier) = self.anchors.insert(anchor, object)
+                && !std::ptr::eq(earlier, object)
+            {
+                return Err(format!("the anchor {:?} is declared twice", anchor.chars().take(100).collect::<String>()));
             }
         }
-        for (key, value) in object {
-            if !DATA_KEYWORDS.contains(&key.as_str()) {
-                for child in children(value) {
-                    self.collect_ids(child, depth + 1);
-                }
+        for value in object.values() {
+            for child in children(value) {
+                self.collect(child, depth + 1, false)?;
             }
         }
+        Ok(())
     }
 
     fn object(&mut self, object: &'a Map<String, Value>, depth: usize) -> Result<u64, String> {
@@ -80,9 +113,6 @@ impl<'a> Scale<'a> {
         }
         let mut weight: u64 = 1;
         for (key, value) in object {
-            if DATA_KEYWORDS.contains(&key.as_str()) {
-                continue;
-            }
             if let ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) = (key.as_str(), value) {
                 weight = weight.saturating_add(self.reference(reference, depth)?);
                 continue;
@@ -104,44 +134,49 @@ impl<'a> Scale<'a> {
                 return Ok(1);
             }
             return Err(format!(
-                "$ref {:?} does not name a part of this schema by \"#\", a JSON pointer, an anchor or an $id it declares",
+                "$ref {:?} does not name a part of this schema by \"#\", a JSON pointer, an anchor or the root's $id",
                 reference.chars().take(100).collect::<String>()
             ));
         };
         let key = target as *const Map<String, Value>;
         if self.open.contains(&key) {
+            self.back_edges += 1;
             return Ok(1);
         }
         if let Some(&weight) = self.weights.get(&key) {
             return Ok(weight);
         }
+        let back_edges = self.back_edges;
         self.open.push(key);
         let weight = self.object(target, depth + 1);
         self.open.pop();
         let weight = weight?;
-        self.weights.insert(key, weight);
+        // A weight that counted a way back into an open target as one holds only inside
+        // that cycle: elsewhere the target is expanded again.
+        if self.back_edges == back_edges {
+            self.weights.insert(key, weight);
+        }
         Ok(weight)
     }
 
     /// The subschema `reference` names inside this document, if it names one.
     fn resolve(&self, reference: &str) -> Option<&'a Map<String, Value>> {
         let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-        let document = match base {
-            "" => self.root,
-            id => *self.ids.get(id)?,
-        };
+        if !base.is_empty() && Some(base) != self.base {
+            return None;
+        }
         if fragment.is_empty() {
-            return Some(document);
+            return Some(self.root);
         }
         if !fragment.starts_with('/') {
-            return self.ids.get(fragment).copied();
+            return self.anchors.get(fragment).copied();
         }
         // Each step goes into an object's member or an array's element (`allOf/0`).
         let mut node: Option<&'a Value> = None;
         for token in fragment[1..].split('/') {
             let token = percent_decode(token)?.replace("~1", "/").replace("~0", "~");
             node = Some(match node {
-                None => document.get(&token)?,
+                None => self.root.get(&token)?,
                 Some(Value::Object(map)) => map.get(&token)?,
                 Some(Value::Array(items)) => items.get(token.parse::<usize>().ok()?)?,
                 Some(_) => return None,
@@ -188,7 +223,7 @@ mod tests {
     use super::*;
 
     fn weight(schema: Value) -> Result<u64, String> {
-        weigh(schema.as_object().expect("an object"))
+        weigh(schema.as_object().expect("an object")).map(|w| w.weight)
     }
 
     /// `a0 = {type: string}`, `aK = allOf[aK-1, aK-1]`: 2^K expansions of `a0`.
@@ -225,13 +260,13 @@ mod tests {
             "definitions": {"Leaf": {"type": "integer"}}
         });
         let weighed = weight(tree).unwrap();
-        assert!(weighed < 30, "{weighed}");
+        assert!(weighed < 40, "{weighed}");
         let anchored = json!({"type": "object", "properties": {"a": {"$ref": "#leaf"}, "b": {"$ref": "#/allOf/0"}},
             "allOf": [{"type": "object"}], "$defs": {"x": {"$anchor": "leaf", "type": "string"}}});
         assert!(weight(anchored).is_ok());
         let by_id = json!({"$id": "https://example.com/tool.json", "type": "object",
-            "properties": {"a": {"$ref": "https://example.com/tool.json#/$defs/s"}, "b": {"$ref": "s.json"}},
-            "$defs": {"s": {"$id": "s.json", "type": "string"}}});
+            "properties": {"a": {"$ref": "https://example.com/tool.json#/$defs/s"}, "b": {"$ref": "#"}},
+            "$defs": {"s": {"type": "string"}}});
         assert!(weight(by_id).is_ok());
         let escaped = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a~1b%20c"}},
             "$defs": {"a/b c": {"type": "string"}}});
@@ -239,6 +274,39 @@ mod tests {
         let meta =
             json!({"type": "object", "properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}});
         assert!(weight(meta).is_ok());
+        let weigh_of = |schema: Value| weigh(schema.as_object().unwrap()).unwrap();
+        assert!(
+            weigh_of(json!({"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}},
+            "$defs": {"N": {"properties": {"next": {"$ref": "#/$defs/N"}}}}}))
+            .recursive
+        );
+        assert!(!weigh_of(doubling(3)).recursive);
+    }
+
+    /// What jsonschema would follow otherwise than this weighing is refused, and no key hides
+    /// a subschema: under `properties` a key is a name, even `description`.
+    #[test]
+    fn nothing_hides_a_heavy_part() {
+        let mut hidden = doubling(30);
+        let defs = hidden["$defs"].take();
+        hidden["$defs"] = json!({"description": {"$defs": defs}});
+        hidden["properties"] = json!({"description": {"$ref": "#/$defs/description/$defs/a30"}});
+        for (k, def) in hidden["$defs"]["description"]["$defs"].as_object_mut().unwrap() {
+            if k != "a0" {
+                let below = format!("#/$defs/description/$defs/a{}", k[1..].parse::<u32>().unwrap() - 1);
+                *def = json!({"allOf": [{"$ref": below}, {"$ref": below}]});
+            }
+        }
+        assert!(weight(hidden).unwrap_err().contains("more than 100000"));
+        // An embedded resource's `#…` references resolve against it, not the root.
+        let mut embedded = doubling(30);
+        let defs = embedded["$defs"].clone();
+        embedded["$defs"] = json!({"a30": {"type": "string"}});
+        embedded["properties"]["x"] = json!({"$id": "https://e.example/x.json", "$ref": "#/$defs/a30", "$defs": defs});
+        assert!(weight(embedded).unwrap_err().contains("$id below the root"));
+        let twice = json!({"type": "object", "properties": {"a": {"$ref": "#n"}},
+            "$defs": {"x": {"$anchor": "n"}, "y": {"$anchor": "n", "type": "string"}}});
+        assert!(weight(twice).unwrap_err().contains("declared twice"));
     }
 
     #[test]

@@ -64,8 +64,14 @@ impl CompileCache {
             // Ours: make sure nobody else can write (or read) it.
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         }
-        prune(&dir, std::time::SystemTime::now());
         Ok(CompileCache { dir })
+    }
+
+    /// Remove what no load will use (see [`prune`]). Run once the plugins served at start
+    /// have loaded, each marking its entry used, so that a server up for longer than
+    /// [`UNUSED_FOR`] keeps the entries of what it serves. Blocking.
+    pub fn prune(&self) {
+        prune(&self.dir, std::time::SystemTime::now());
     }
 
     /// The default location: `$XDG_CACHE_HOME/capsule` or `~/.cache/capsule`.
@@ -100,11 +106,10 @@ impl CompileCache {
         // wasmtime still checks the header and engine compatibility and fails cleanly.
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(component) => {
-                // Marked as used, so that `prune` keeps it.
-                let _ = std::fs::File::options()
-                    .write(true)
-                    .open(&path)
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                // Marked as used (its access time; its modification time says when it was
+                // compiled), so that `prune` keeps it.
+                let now = std::fs::FileTimes::new().set_accessed(std::time::SystemTime::now());
+                let _ = std::fs::File::options().write(true).open(&path).and_then(|f| f.set_times(now));
                 Some(component)
             }
             Err(e) => {
@@ -148,11 +153,13 @@ fn prune(dir: &Path, now: std::time::SystemTime) {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let Ok(meta) = entry.metadata() else { continue };
-        let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).unwrap_or_default();
+        let since = |time: std::io::Result<std::time::SystemTime>| {
+            time.ok().and_then(|t| now.duration_since(t).ok()).unwrap_or_default()
+        };
         let stale = match () {
             () if !meta.is_file() => false,
-            () if name.starts_with(".tmp") => age > ABANDONED_AFTER,
-            () if name.ends_with(".cwasm") => age > UNUSED_FOR,
+            () if name.starts_with(".tmp") => since(meta.modified()) > ABANDONED_AFTER,
+            () if name.ends_with(".cwasm") => since(meta.accessed()) > UNUSED_FOR,
             () => false,
         };
         if stale && std::fs::remove_file(entry.path()).is_ok() {
@@ -174,7 +181,7 @@ mod tests {
         let now = std::time::SystemTime::now();
         let aged = |name: &str, age: std::time::Duration| {
             let file = std::fs::File::create(dir.path().join(name)).unwrap();
-            file.set_modified(now - age).unwrap();
+            file.set_times(std::fs::FileTimes::new().set_modified(now - age).set_accessed(now - age)).unwrap();
         };
         let day = std::time::Duration::from_secs(24 * 3600);
         aged("old-0123.cwasm", 31 * day);

@@ -674,7 +674,9 @@ impl Plugin {
         }
         let result = match outcome {
             Ended::Ran(Ok(value)) => Ok(value),
-            Ended::Ran(Err(error)) => Err(self.classify(error, &meter, store.data().is_cancelled())),
+            Ended::Ran(Err(error)) => {
+                Err(self.classify(error, &meter, (store.data().is_cancelled(), store.hostcall_fuel())))
+            }
             Ended::WallClock => Err((CallError::WallClock(limits.timeout), None)),
             Ended::Cancelled => Err((CallError::Cancelled, None)),
         };
@@ -716,7 +718,13 @@ impl Plugin {
     }
 
     /// What stopped a call, and the guest's backtrace when there is one.
-    fn classify(&self, error: wasmtime::Error, meter: &CpuMeter, cancelled: bool) -> (CallError, Option<String>) {
+    /// `fuel` is the hostcall fuel the call ran with.
+    fn classify(
+        &self,
+        error: wasmtime::Error,
+        meter: &CpuMeter,
+        (cancelled, fuel): (bool, usize),
+    ) -> (CallError, Option<String>) {
         if let Some(e) = error.downcast_ref::<MemoryLimitExceeded>() {
             return (CallError::Memory { limit: e.limit, desired: e.desired }, None);
         }
@@ -735,7 +743,7 @@ impl Plugin {
             Some(trap) => CallError::Trap(trap.to_string()),
             // wasmtime's fuel error is not public: it is known by its message.
             None if format!("{error:#}").contains("fuel allocated for hostcalls has been exhausted") => {
-                CallError::Copied(hostcall_fuel(self.sandbox.grants.limits.output))
+                CallError::Copied(fuel)
             }
             None => CallError::Host(format!("{error:#}")),
         };
