@@ -43,6 +43,15 @@ pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
         .map_err(|_| Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
 }
 
+/// [`read_text`], with `None` when there is no file at `path`: for files that are optional.
+pub fn read_text_if_present(path: &Path, limit: u64) -> std::io::Result<Option<String>> {
+    match read_text(path, limit) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),

@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::catalog::{Catalog, CatalogError, Offerings, Published, Publisher};
+use crate::catalog::{Catalog, Offerings, Published, Publisher};
 use crate::policy::{Needs, NeedsMode, Policy, QuotaOverrides, sidecar_path};
 use crate::runtime::{Account, Plugin, PluginRuntime, Usage, digest};
 use crate::telemetry::Load;
@@ -304,9 +304,8 @@ impl Loader {
 
     /// Read the lists of the plugins `names` again (they said a list changed) and swap the
     /// result in; clients hear only of lists that really changed. A plugin whose lists can no
-    /// longer be read, or now collide, keeps the lists it had.
-    /// Read the lists of the plugins `names` again and serve them; returns how long reading
-    /// them took.
+    /// longer be read, or now collide, keeps the lists it had. Returns how long reading them
+    /// took.
     async fn relist(&self, names: &BTreeSet<String>) -> Duration {
         // The lists are read without holding the loader's state: a plugin's list functions
         // may take their whole time limit, and reloads and the status must not wait for them.
@@ -615,11 +614,8 @@ fn hashed(bytes: Arc<[u8]>, sidecar: Option<&str>) -> Result<Contents, String> {
 /// A plugin file's sidecar declaration, if it has one.
 pub fn read_sidecar(wasm: &Path) -> Result<Option<String>, String> {
     let path = sidecar_path(wasm);
-    match crate::files::read_text(&path, crate::files::MAX_CONFIG_BYTES) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
+    crate::files::read_text_if_present(&path, crate::files::MAX_CONFIG_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
@@ -724,7 +720,7 @@ async fn build(
         };
         let mut accepted: Option<Arc<Offerings>> = None;
         if let Ok((offered, _)) = &fresh {
-            accepted = accept(loaded_catalog(&loaded, offered, progress), &name, offered, &mut status, &mut catalog);
+            accepted = accept(&loaded, offered, progress, &mut status, &mut catalog);
         }
         if accepted.is_none()
             && let Some(earlier) = earlier
@@ -743,10 +739,7 @@ async fn build(
                 Err(e) => Err(e),
             };
             match fallback {
-                Ok(offered) => {
-                    let built = loaded_catalog(&loaded, &offered, progress);
-                    accepted = accept(built, &name, &offered, &mut status, &mut catalog);
-                }
+                Ok(offered) => accepted = accept(&loaded, &offered, progress, &mut status, &mut catalog),
                 Err(e) => {
                     tracing::error!("plugin {name}: the version serving cannot go on under its grants now: {e}");
                     status.last_error.get_or_insert(e);
@@ -814,35 +807,28 @@ async fn build(
     (catalog, statuses.into_iter().map(|(_, status)| status).collect())
 }
 
-/// The catalog of `loaded` and `offered` after them, published at once with `progress`.
-fn loaded_catalog(
+/// Make `catalog` the one of `loaded` and `offered` after them (published at once with
+/// `progress`) and return `offered`, or, when they cannot be served together, note why in
+/// `status` and leave `catalog` as it is.
+fn accept(
     loaded: &[Arc<Offerings>],
     offered: &Arc<Offerings>,
     progress: Option<&Publisher>,
-) -> Result<Catalog, CatalogError> {
-    let mut candidate = loaded.to_vec();
-    candidate.push(offered.clone());
-    let next = Catalog::build(candidate)?;
-    if let Some(publisher) = progress {
-        publisher.publish(next.clone());
-    }
-    Ok(next)
-}
-
-/// Take `built` as the catalog when it could be built with `offered`, else note why not.
-fn accept(
-    built: Result<Catalog, CatalogError>,
-    name: &str,
-    offered: &Arc<Offerings>,
     status: &mut PluginStatus,
     catalog: &mut Catalog,
 ) -> Option<Arc<Offerings>> {
-    match built {
+    let mut candidate = loaded.to_vec();
+    candidate.push(offered.clone());
+    match Catalog::build(candidate) {
         Ok(next) => {
+            if let Some(publisher) = progress {
+                publisher.publish(next.clone());
+            }
             *catalog = next;
             Some(offered.clone())
         }
         Err(e) => {
+            let name = &status.name;
             tracing::error!("plugin {name} (sha256 {}) not served: {e}", &offered.plugin().digest()[..12]);
             status.last_error.get_or_insert_with(|| e.to_string());
             None

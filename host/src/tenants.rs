@@ -86,6 +86,13 @@ pub struct TenantSet {
 }
 
 impl TenantSet {
+    /// Keep `running` (if the tenant runs) as it is: its configuration could not be taken.
+    fn keep(&mut self, running: Option<&Arc<Tenant>>) {
+        if let Some(running) = running {
+            self.tenants.insert(running.id.clone(), running.clone());
+        }
+    }
+
     /// The default tenant, when it is the only one: no tenants are configured.
     pub fn default_tenant(&self) -> Option<&Arc<Tenant>> {
         self.tenants.get(DEFAULT_TENANT).filter(|_| self.tenants.len() == 1)
@@ -290,10 +297,11 @@ impl Tenants {
         // A tenant whose own file is refused keeps what it has; the others are not held up.
         for Refused { id, error: refused } in refusals {
             tracing::error!(tenant = %id, "{refused}; keeping the tenant's configuration in force");
-            if let Some(running) = old.tenants.get(id.as_str()) {
+            let running = old.tenants.get(id.as_str());
+            if let Some(running) = running {
                 running.loader.policy_failed(refused.clone()).await;
-                set.tenants.insert(running.id.clone(), running.clone());
             }
+            set.keep(running);
             *error = Some(format!("tenant {id}: {refused}"));
         }
         for Spec { id, hosts, admin_token, sources, policy } in specs {
@@ -310,9 +318,7 @@ impl Tenants {
                 let e = format!("host {host} is still tenant {holder}'s");
                 tracing::error!(tenant = %id, "{e}; the tenant is not changed");
                 *error = Some(format!("tenant {id}: {e}"));
-                if let Some(running) = running {
-                    set.tenants.insert(running.id.clone(), running.clone());
-                }
+                set.keep(running);
                 continue;
             }
             // A resource server whose settings did not change keeps its cached keys.
@@ -327,9 +333,7 @@ impl Tenants {
                 Err(e) => {
                     tracing::error!(tenant = %id, "{e}; the tenant is not changed");
                     *error = Some(e);
-                    if let Some(running) = running {
-                        set.tenants.insert(running.id.clone(), running.clone());
-                    }
+                    set.keep(running);
                     continue;
                 }
             };
@@ -562,11 +566,8 @@ fn read_dir(
             continue;
         }
         let path = folder.join(TENANT_FILE);
-        let text = match crate::files::read_text(&path, crate::files::MAX_CONFIG_BYTES) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(PolicyError::Read { path: path.clone(), source }),
-        };
+        let text = crate::files::read_text_if_present(&path, crate::files::MAX_CONFIG_BYTES)
+            .map_err(|source| PolicyError::Read { path: path.clone(), source });
         let tenant = text.and_then(|text| TenantFile::parse(&id, text.as_deref(), &path, inherited, flags));
         tenants.push(tenant.map_err(|error| Refused { id, error: error.to_string() }));
     }

@@ -170,7 +170,7 @@ impl Offerings {
             let output_weight = output_schema.as_ref().map(|s| weigh(name, &tool.name, "output", s)).transpose()?;
             tools.push(Arc::new(ToolEntry {
                 input_weight,
-                output_weight: output_weight.unwrap_or(Weight { weight: 0, recursive: false }),
+                output_weight: output_weight.unwrap_or_default(),
                 input_validator: compile(name, &tool.name, "input", &input_schema)?,
                 output_validator: output_schema.as_ref().map(|s| compile(name, &tool.name, "output", s)).transpose()?,
                 plugin: plugin.clone(),

@@ -45,7 +45,7 @@ pub fn weigh(root: &Map<String, Value>) -> Result<Weight, String> {
 }
 
 /// What [`weigh`] finds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Weight {
     /// Expanded schema objects.
     pub weight: u64,

@@ -126,7 +126,8 @@ impl SecretSource {
             SecretSource::Env { env } => std::env::var(env)
                 .map(Secret)
                 .map_err(|_| format!("environment variable {env} is not set (or not UTF-8)")),
-            SecretSource::File { file } => read_secret_file(file)
+            // A regular file: a FIFO would hold the policy's reading until someone writes.
+            SecretSource::File { file } => crate::files::read_text(file, MAX_SECRET_BYTES)
                 .map(|text| Secret(text.trim_end_matches(['\n', '\r']).to_owned()))
                 .map_err(|e| format!("cannot read {}: {e}", file.display())),
         }
@@ -135,12 +136,6 @@ impl SecretSource {
 
 /// The most bytes a secret file may hold: a key or a token, not a file that never ends.
 const MAX_SECRET_BYTES: u64 = 64 * 1024;
-
-/// A secret file's text: a regular file (a FIFO would hold the policy's reading until
-/// someone writes to it) of at most [`MAX_SECRET_BYTES`].
-fn read_secret_file(file: &Path) -> std::io::Result<String> {
-    crate::files::read_text(file, MAX_SECRET_BYTES)
-}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

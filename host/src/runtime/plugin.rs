@@ -307,12 +307,7 @@ impl Plugin {
     pub fn with_grants(&self, grants: Arc<Grants>) -> Result<Plugin, LoadError> {
         let name = self.name();
         let dirs = open_dirs(name, &grants)?;
-        // The same concurrency: calls on both versions count against one limit.
-        let slots = if grants.limits.concurrency == self.sandbox.grants.limits.concurrency {
-            self.slots.clone()
-        } else {
-            Arc::new(Semaphore::new(grants.limits.concurrency as usize))
-        };
+        let slots = self.places_for(grants.limits.concurrency);
         let reservation = reserve(&self.sandbox.runtime, &self.account, name, &grants)?;
         Ok(self.sandboxed(Arc::new(self.sandbox.with_grants(grants, dirs)), slots, reservation))
     }
@@ -321,10 +316,19 @@ impl Plugin {
     /// replaces, when both allow as many calls at once: during a swap the calls of both
     /// count against one limit, not one each.
     pub fn sharing_places_with(mut self, earlier: &Plugin) -> Plugin {
-        if earlier.sandbox.grants.limits.concurrency == self.sandbox.grants.limits.concurrency {
-            self.slots = earlier.slots.clone();
-        }
+        self.slots = earlier.places_for(self.sandbox.grants.limits.concurrency);
         self
+    }
+
+    /// The callers' places of a version allowing `concurrency` calls at once that stands
+    /// beside this one: this version's own when the number is the same, so that the calls
+    /// of both count against one limit, else places of its own.
+    fn places_for(&self, concurrency: u32) -> Arc<Semaphore> {
+        if concurrency == self.sandbox.grants.limits.concurrency {
+            self.slots.clone()
+        } else {
+            Arc::new(Semaphore::new(concurrency as usize))
+        }
     }
 
     /// The same plugin with its lists read again (a plugin's lists may change while it
@@ -524,16 +528,16 @@ impl Plugin {
         let limits = self.sandbox.grants.limits;
         // A busy plugin is waited for as long as a used-up quota would be (see `quota`). A
         // load (the operator's) takes no place among its callers.
-        let slot = match (charge, self.slots.clone().try_acquire_owned()) {
-            (Charge::Load, _) => None,
-            (Charge::Caller, Ok(slot)) => Some(slot),
-            (Charge::Caller, Err(_)) => Some(
-                tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
+        let slot = match charge {
+            Charge::Load => None,
+            Charge::Caller => Some(match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => slot,
+                Err(_) => tokio::time::timeout(self.account.wait(), self.slots.clone().acquire_owned())
                     .await
                     .ok()
                     .and_then(Result::ok)
                     .ok_or(CallError::PluginBusy(limits.concurrency))?,
-            ),
+            }),
         };
         // Loading is the operator's doing: it is charged to no caller's quota.
         let account = (charge == Charge::Caller).then_some(&self.account);
