@@ -125,11 +125,17 @@ impl GrantsReport {
 
 /// Check `path` under `policy`. `Err` only when the check itself cannot run (the file cannot
 /// be read, the engine cannot start); a plugin `serve` would refuse is a `Refused` report.
-pub async fn check(path: &Path, policy: &Policy, not_on_this_machine: Vec<String>) -> Result<Report> {
+/// `runtime` is the sandbox configuration `serve` would run with (slot size, instances).
+pub async fn check(
+    path: &Path,
+    policy: &Policy,
+    not_on_this_machine: Vec<String>,
+    runtime: RuntimeConfig,
+) -> Result<Report> {
     let bytes: Arc<[u8]> = read_component(path).with_context(|| format!("cannot read {}", path.display()))?.into();
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let grants = policy.grants(&name);
-    let runtime = PluginRuntime::new(RuntimeConfig { max_memory: policy.max_memory(), ..RuntimeConfig::default() })?;
+    let runtime = PluginRuntime::new(runtime)?;
     let mut report = Report {
         plugin: name.clone(),
         path: path.display().to_string(),

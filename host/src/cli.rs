@@ -121,6 +121,9 @@ struct CheckArgs {
     /// Print the report as JSON (for scripts).
     #[arg(long)]
     json: bool,
+    /// The limits `serve` would run with, so the verdict is the one `serve` would give.
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -131,9 +134,10 @@ struct ServeArgs {
     /// Longest stdio line (one JSON-RPC message), in bytes; a longer one is answered with an error.
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = body_bytes, requires = "stdio")]
     max_line_bytes: usize,
-    /// With --stdio: most requests in flight (a batch counts once) before the next line waits;
-    /// a request waiting on the client's answer does not count.
-    #[arg(long, value_name = "N", default_value_t = crate::transport::stdio::MAX_IN_FLIGHT, value_parser = up_to_10k, requires = "stdio")]
+    /// Most requests one client may have in flight: with --stdio, before the next line waits
+    /// (a batch counts once, a request waiting on the client's answer counts apart, up to as
+    /// many again); per legacy HTTP session, before more are refused.
+    #[arg(long, value_name = "N", default_value_t = crate::transport::MAX_IN_FLIGHT, value_parser = up_to_10k)]
     max_in_flight: usize,
     /// Address for Streamable HTTP; MCP is served at /mcp.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000")]
@@ -303,6 +307,21 @@ struct LimitArgs {
 }
 
 impl LimitArgs {
+    /// The compile cache these flags name, unless turned off or unusable.
+    fn compile_cache(&self) -> Option<CompileCache> {
+        if self.no_compile_cache {
+            return None;
+        }
+        match self.cache_dir.clone().or_else(CompileCache::default_dir).map(CompileCache::open) {
+            Some(Ok(cache)) => Some(cache),
+            Some(Err(e)) => {
+                tracing::warn!("compile cache unavailable, compiling every plugin: {e}");
+                None
+            }
+            None => None,
+        }
+    }
+
     fn overrides(&self) -> LimitOverrides {
         LimitOverrides {
             memory_mib: self.memory_limit,
@@ -481,10 +500,18 @@ pub fn main() -> ExitCode {
 /// run at all (an unreadable file or policy).
 async fn check(args: CheckArgs) -> ExitCode {
     let report = async {
-        let flags = LimitOverrides::default();
-        let config = TenantsConfig { policy: args.config, dir: args.tenants, ..TenantsConfig::default() };
-        let (policy, unavailable) = Configuration::read(&config)?.policy_of(args.tenant.as_deref(), &flags)?;
-        crate::check::check(&args.plugin, &policy, unavailable).await
+        let flags = args.limits.overrides();
+        let config = TenantsConfig { policy: args.config, dir: args.tenants, flags, ..TenantsConfig::default() };
+        let configuration = Configuration::read(&config)?;
+        let runtime = RuntimeConfig {
+            compile_cache: args.limits.compile_cache(),
+            max_memory: max_memory(&args.limits, &configuration, &flags)?,
+            max_instances: args.limits.max_instances,
+            spare_instances: 0,
+            ..RuntimeConfig::default()
+        };
+        let (policy, unavailable) = configuration.policy_of(args.tenant.as_deref(), &flags)?;
+        crate::check::check(&args.plugin, &policy, unavailable, runtime).await
     };
     match report.await {
         Ok(report) => {
@@ -518,18 +545,7 @@ fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
 /// The plugin runtime `serve` with these arguments runs, the configuration it reads, and
 /// the tenants' configuration to start them with.
 fn prepare(args: &ServeArgs) -> Result<(PluginRuntime, TenantsConfig, Configuration)> {
-    let compile_cache = if args.limits.no_compile_cache {
-        None
-    } else {
-        match args.limits.cache_dir.clone().or_else(CompileCache::default_dir).map(CompileCache::open) {
-            Some(Ok(cache)) => Some(cache),
-            Some(Err(e)) => {
-                tracing::warn!("compile cache unavailable, compiling every plugin: {e}");
-                None
-            }
-            None => None,
-        }
-    };
+    let compile_cache = args.limits.compile_cache();
     let flags = args.limits.overrides();
     let sources = Sources {
         bundled: args.plugin_dirs.is_empty() && args.plugin_files.is_empty(),
@@ -540,19 +556,23 @@ fn prepare(args: &ServeArgs) -> Result<(PluginRuntime, TenantsConfig, Configurat
     let config =
         TenantsConfig { policy: args.config.clone(), dir: args.tenants.clone(), flags, sources, watch: !args.no_watch };
     let configuration = Configuration::read(&config)?;
-    // The sandbox slots are sized once, for the largest memory limit at start.
-    let max_memory = match args.limits.max_memory {
-        Some(mib) => (mib as usize) << 20,
-        None => configuration.max_memory(&flags)?,
-    };
     let runtime_config = RuntimeConfig {
         compile_cache,
-        max_memory,
+        max_memory: max_memory(&args.limits, &configuration, &flags)?,
         max_instances: args.limits.max_instances,
         spare_instances: args.limits.spare_instances,
         ..RuntimeConfig::default()
     };
     Ok((PluginRuntime::new(runtime_config)?, config, configuration))
+}
+
+/// The size of every sandbox slot, fixed at start: `--max-memory`, or the largest memory
+/// limit the configuration grants.
+fn max_memory(limits: &LimitArgs, configuration: &Configuration, flags: &LimitOverrides) -> Result<usize> {
+    Ok(match limits.max_memory {
+        Some(mib) => (mib as usize) << 20,
+        None => configuration.max_memory(flags)?,
+    })
 }
 
 /// `capsule compile`: fill the compile cache with every plugin `serve` with the same
@@ -692,8 +712,14 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         };
     }
     let on_signal = shutdown.clone();
+    // SIGTERM too: it is what systemd, Kubernetes and `docker stop` send.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
         tracing::info!("shutting down");
         on_signal.cancel();
     });
@@ -704,6 +730,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         allowed_hosts: args.http.allowed_hosts,
         allowed_origins: args.http.allowed_origins,
         sessions_per_address: args.http.sessions_per_address,
+        max_in_flight: args.max_in_flight,
         session_idle: Duration::from_secs(args.http.session_idle),
         body_timeout: Duration::from_secs(args.http.body_timeout),
         connections: crate::transport::http::ConnectionLimits {

@@ -310,24 +310,28 @@ pub fn serve_misfit(policy: &Path) -> Server {
 #[tokio::test]
 async fn check_and_serve_agree() {
     let dir = scratch_dir("check-agrees");
-    let cases = [
-        ("", "", None),
-        ("not-json", "", Some("not JSON")),
-        ("bad-schema", "", Some("input schema is invalid")),
-        ("backtracking-pattern", "", Some("input schema is invalid")),
-        ("bad-name", "", Some("tool name \"bad name!\" is invalid")),
-        ("duplicate", "", Some("tool \"x\" is provided by both plugin misfit and plugin misfit")),
-        ("trap", "", Some("listing fails on purpose")),
-        ("level3-template", "", Some("operator `?`")),
-        ("doubling-schema", "", Some("more than 100000 schema objects")),
-        ("many-templates", "", Some("at most 256 are served")),
-        ("", "limits = { memory_mib = 1 }\n", Some("memory limit")),
+    let cases: [(&str, &str, &[&str], Option<&str>); 13] = [
+        ("", "", &[], None),
+        ("not-json", "", &[], Some("not JSON")),
+        ("bad-schema", "", &[], Some("input schema is invalid")),
+        ("backtracking-pattern", "", &[], Some("input schema is invalid")),
+        ("bad-name", "", &[], Some("tool name \"bad name!\" is invalid")),
+        ("duplicate", "", &[], Some("tool \"x\" is provided by both plugin misfit and plugin misfit")),
+        ("trap", "", &[], Some("listing fails on purpose")),
+        ("level3-template", "", &[], Some("operator `?`")),
+        ("doubling-schema", "", &[], Some("more than 100000 schema objects")),
+        ("many-templates", "", &[], Some("at most 256 are served")),
+        ("", "limits = { memory_mib = 1 }\n", &[], Some("memory limit")),
+        // Serve's limit flags count too: sandbox slots smaller than the plugin's memory
+        // limit, and more reserved instances than the server has.
+        ("", "", &["--max-memory", "16"], Some("exceeds the server's maximum of 16 MiB")),
+        ("", "", &["--max-instances", "2", "--reserve", "3"], Some("reserves 3 plugin instances")),
     ];
-    for (mode, extra, refusal) in cases {
+    for (mode, extra, flags, refusal) in cases {
         let policy = misfit_policy(&dir, mode, extra);
         let check = |json: bool| {
             let mut command = Command::new(env!("CARGO_BIN_EXE_capsule"));
-            command.args(["check", "--config", policy.to_str().unwrap(), misfit().to_str().unwrap()]);
+            command.args(["check", "--config", policy.to_str().unwrap(), misfit().to_str().unwrap()]).args(flags);
             if json {
                 command.arg("--json");
             }
@@ -336,7 +340,9 @@ async fn check_and_serve_agree() {
         let (text, json) = (check(false), check(true));
         let report = String::from_utf8_lossy(&text.stdout);
         let parsed: Value = serde_json::from_slice(&json.stdout).expect("--json prints JSON");
-        let server = serve_misfit(&policy);
+        let server = Server::http(
+            &[&["--plugin", misfit().to_str().unwrap(), "--config", policy.to_str().unwrap()][..], flags].concat(),
+        );
         let mut client = Client::new(&server.url);
         client.initialize("2025-11-25", json!({})).await;
         let tools = client.request(1, "tools/list", json!({})).await["result"]["tools"].clone();

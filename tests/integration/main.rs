@@ -10,6 +10,7 @@ mod clients;
 mod conformance;
 mod fuzz;
 mod hardening;
+mod holding;
 mod hotswap;
 mod languages;
 mod protocol;

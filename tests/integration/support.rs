@@ -161,6 +161,18 @@ impl Server {
         self.child.id()
     }
 
+    /// Its exit status, once it has exited within `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Each of the server's threads: its name and the text of its `/proc` file `file`
     /// (threads that ended meanwhile, or lack the file, are left out).
     pub fn thread_files(&self, file: &str) -> Vec<(String, String)> {

@@ -44,7 +44,7 @@ fn tools_list() -> Value {
 }
 
 /// Two tenants' folders, one plugin each, and a policy file naming them.
-fn two_tenants(dir: &Path) -> std::path::PathBuf {
+pub fn two_tenants(dir: &Path) -> std::path::PathBuf {
     for (tenant, plugin) in [("acme", "calc"), ("globex", "textkit")] {
         std::fs::create_dir_all(dir.join(tenant)).unwrap();
         std::fs::copy(plugins().join(format!("{plugin}.wasm")), dir.join(tenant).join(format!("{plugin}.wasm")))

@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CancelledNotificationParam, ErrorCode, GetMeta, GetPromptRequestParams, InitializeRequestParams,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestMetaObject, ServerNotification,
-    ServerResult, SetLevelRequestParams, SubscribeRequestParams, SubscriptionsAcknowledgedNotification,
-    SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams, SubscriptionsListenResult,
-    UnsubscribeRequestParams,
+    CancelledNotificationParam, ErrorCode, GetMeta, GetPromptRequestParams, InitializeRequestParams, NumberOrString,
+    PaginatedRequestParams, ProgressToken, ProtocolVersion, ReadResourceRequestParams, RequestMetaObject,
+    ServerNotification, ServerResult, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
+    SubscriptionsListenRequestParams, SubscriptionsListenResult, UnsubscribeRequestParams,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -351,7 +351,10 @@ impl CapsuleServer {
             "subscriptions/listen" => {
                 let p: SubscriptionsListenRequestParams = params(raw)?;
                 let cx = self.enter(note, view(&p.meta), method, Era::Modern, front)?;
-                let result = self.listen(&p, &cx, front).await;
+                // The stream may stay open for days: only what is honoured is kept.
+                let accepted = self.accepted_filter(&p.notifications, &cx);
+                drop(p);
+                let result = self.listen(accepted, &cx, front).await;
                 finish(&cx, result)
             }
             _ => Err(method_not_found(method)),
@@ -499,18 +502,26 @@ impl CapsuleServer {
         let (version, client) = if modern {
             (requested, capabilities)
         } else {
-            (
-                requested.or_else(|| peer.map(|p| p.version.clone())),
-                capabilities.or_else(|| peer.map(|p| p.capabilities.clone())),
-            )
+            // A session uses what it negotiated: a request's `_meta` claiming more (sampling,
+            // say) does not make the server ask for it.
+            (peer.map(|p| p.version.clone()).or(requested), peer.map(|p| p.capabilities.clone()).or(capabilities))
         };
         if let Some(version) = &version {
             let _ = note.version.set(version.clone());
         }
+        let progress_token = meta.progress_token();
+        if let Some(ProgressToken(NumberOrString::String(token))) = &progress_token
+            && token.len() > super::MAX_ID_BYTES
+        {
+            return Err(ErrorData::invalid_params(
+                format!("progressToken is {} bytes long; the limit is {} bytes", token.len(), super::MAX_ID_BYTES),
+                None,
+            ));
+        }
         Ok(RequestCx {
             version,
             client,
-            progress_token: meta.progress_token(),
+            progress_token,
             log_level: meta.log_level(),
             cancelled: front.cancelled.clone(),
             link: front.link.clone(),
@@ -523,11 +534,10 @@ impl CapsuleServer {
     /// tagged with the subscription (the request's id), until the client cancels or goes.
     async fn listen(
         &self,
-        params: &SubscriptionsListenRequestParams,
+        accepted: SubscriptionFilter,
         cx: &RequestCx,
         front: &Front,
     ) -> Result<ServerResult, ErrorData> {
-        let accepted = self.accepted_filter(&params.notifications, cx);
         let tag = |mut notification: ServerNotification| {
             notification.get_meta_mut().set_subscription_id(front.id.clone());
             notification

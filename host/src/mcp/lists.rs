@@ -23,8 +23,12 @@ use crate::auth::scope::Kind;
 use crate::catalog::Catalog;
 use crate::runtime::{ListKind, Plugin};
 
-/// Resources one session may subscribe to at once.
+/// Resources one session (or one `subscriptions/listen` stream) may subscribe to at once.
 const MAX_SUBSCRIPTIONS: usize = 1_000;
+
+/// The bytes of the URIs one session (or stream) may subscribe to: each URI may be 16 KiB,
+/// but a thousand of those would make an idle session cost 16 MiB.
+const MAX_SUBSCRIPTION_BYTES: usize = 256 << 10;
 
 /// Every revision served, oldest first.
 pub const VERSIONS: &[ProtocolVersion] = ProtocolVersion::KNOWN_VERSIONS;
@@ -211,9 +215,22 @@ impl CapsuleServer {
         // Updates to a resource are for those who may read it.
         authorize(cx, &owner, Kind::Resources, &uri)?;
         let mut subscriptions = self.session.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
-        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
+        if subscriptions.contains(&uri) {
+            return Ok(());
+        }
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS {
             return Err(ErrorData::invalid_params(
                 format!("this session already has the limit of {MAX_SUBSCRIPTIONS} resource subscriptions"),
+                None,
+            ));
+        }
+        let bytes: usize = subscriptions.iter().map(String::len).sum();
+        if bytes + uri.len() > MAX_SUBSCRIPTION_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "this session's subscriptions would name more than {} KiB of URIs, its limit; unsubscribe from some first",
+                    MAX_SUBSCRIPTION_BYTES >> 10
+                ),
                 None,
             ));
         }
@@ -229,7 +246,7 @@ impl CapsuleServer {
 
     /// The part of a `subscriptions/listen` filter the server honours: what it advertises,
     /// and of the resources only the first 1,000 named that exist (so a huge filter costs no
-    /// more), with the bounds of `resources/subscribe`.
+    /// more), with the bounds of `resources/subscribe` (those past its bytes are left out).
     pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter, cx: &RequestCx) -> SubscriptionFilter {
         let mut accepted = requested.supported_by(&server_config().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
@@ -242,6 +259,11 @@ impl CapsuleServer {
             });
             uris.sort();
             uris.dedup();
+            let mut bytes = 0;
+            uris.retain(|uri| {
+                bytes += uri.len();
+                bytes <= MAX_SUBSCRIPTION_BYTES
+            });
         }
         accepted
     }

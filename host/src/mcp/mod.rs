@@ -65,6 +65,11 @@ fn check_uri(uri: &str) -> Result<(), ErrorData> {
     Ok(())
 }
 
+/// The longest string a client may use as a request id or a progress token. Both are
+/// echoed in every message about the request (and a waiting request holds its id), so a
+/// megabyte id would cost a megabyte per notification; real clients send counters and UUIDs.
+pub const MAX_ID_BYTES: usize = 1024;
+
 /// How much of a client's string an error message repeats.
 const EXCERPT_CHARS: usize = 100;
 
@@ -171,6 +176,11 @@ impl CapsuleServer {
     /// Whether a request of this session is running (see [`InFlight`]).
     pub fn is_answering(&self) -> bool {
         self.session.is_answering()
+    }
+
+    /// How many requests of this session are running.
+    pub fn running(&self) -> usize {
+        self.session.running()
     }
 
     /// Note a request of this session as running (see [`InFlight`]), cancelled with
@@ -463,8 +473,12 @@ impl CapsuleServer {
             };
             (context, roots)
         } else {
+            // Cancelled while the client is asked: as in the rounds below.
             let roots = match wants_roots {
-                true => self.session.roots(&*cx.link).await,
+                true => tokio::select! {
+                    roots = self.session.roots(&*cx.link) => roots,
+                    () = cx.cancelled.cancelled() => return Err(Failure::Call(CallError::Cancelled)),
+                },
                 false => ClientRoots::NotOffered,
             };
             (wit::RequestContext::first(client), roots)

@@ -4,7 +4,7 @@
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{
@@ -39,6 +39,8 @@ pub struct SessionState {
     /// Requests running now, so `notifications/cancelled` can stop them. Clients may reuse
     /// an id while the first is still running; both are then cancelled together.
     in_flight: Mutex<HashMap<RequestId, (CancellationToken, usize)>>,
+    /// Requests running now, however many share an id.
+    running: AtomicUsize,
     /// Set by `logging/setLevel`; no log messages are sent before that.
     pub log_level: Mutex<Option<LoggingLevel>>,
     /// URIs subscribed with `resources/subscribe`.
@@ -57,7 +59,13 @@ impl SessionState {
         let token = || within.map_or_else(CancellationToken::new, CancellationToken::child_token);
         let (token, count) = in_flight.entry(id.clone()).or_insert_with(|| (token(), 0));
         *count += 1;
+        self.running.fetch_add(1, Ordering::Relaxed);
         InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
+    }
+
+    /// How many requests of this session are running.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
     }
 
     /// Whether a request of this session is running.
@@ -168,6 +176,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        self.session.running.fetch_sub(1, Ordering::Relaxed);
         let mut in_flight = self.session.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, count)) = in_flight.get_mut(&self.id) {
             *count -= 1;
@@ -195,9 +204,16 @@ pub fn covers(subscribed: &str, updated: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || subscribed.ends_with('/') || rest.starts_with('/'))
 }
 
+/// A registered session; neither field keeps the session alive once it ends.
 struct Live {
     link: Arc<dyn ClientLink>,
-    state: Arc<SessionState>,
+    state: Weak<SessionState>,
+}
+
+impl Live {
+    fn is_gone(&self) -> bool {
+        self.link.is_closed() || self.state.strong_count() == 0
+    }
 }
 
 /// Every live legacy session, and a broadcast for 2026-07-28 `subscriptions/listen` streams.
@@ -221,8 +237,8 @@ impl Sessions {
         }
         state.seen.lock().unwrap_or_else(|e| e.into_inner()).joined = Arc::downgrade(joined);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|l| !l.link.is_closed());
-        live.push(Live { link, state });
+        live.retain(|l| !l.is_gone());
+        live.push(Live { link, state: Arc::downgrade(&state) });
     }
 
     /// Listen for changes (for a `subscriptions/listen` stream).
@@ -233,8 +249,8 @@ impl Sessions {
     /// The live sessions (forgetting closed ones), with what each should be sent.
     fn each<T: Send + 'static>(&self, what: impl Fn(&SessionState) -> Option<T>) -> Vec<(Arc<dyn ClientLink>, T)> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|l| !l.link.is_closed());
-        live.iter().filter_map(|l| Some((l.link.clone(), what(&l.state)?))).collect()
+        live.retain(|l| !l.is_gone());
+        live.iter().filter_map(|l| Some((l.link.clone(), what(&*l.state.upgrade()?)?))).collect()
     }
 
     /// Tell every client that may hold a list older than `new` that it changed: not one that
@@ -253,9 +269,9 @@ impl Sessions {
         };
         let stale = {
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-            live.retain(|l| !l.link.is_closed());
+            live.retain(|l| !l.is_gone());
             live.iter()
-                .filter(|l| l.state.may_hold_stale(kind, new, first_load))
+                .filter(|l| l.state.upgrade().is_some_and(|state| state.may_hold_stale(kind, new, first_load)))
                 .map(|l| l.link.clone())
                 .collect::<Vec<_>>()
         };
@@ -327,18 +343,23 @@ mod tests {
         }
     }
 
-    fn session(sessions: &Sessions, joined: &Arc<Catalog>) -> mpsc::UnboundedReceiver<ServerNotification> {
+    /// A registered session: what it is sent, and its state (registered only while held).
+    fn session(
+        sessions: &Sessions,
+        joined: &Arc<Catalog>,
+    ) -> (mpsc::UnboundedReceiver<ServerNotification>, Arc<SessionState>) {
         let (sent, heard) = mpsc::unbounded_channel();
-        sessions.register(Arc::new(Recorder(sent)), Arc::default(), joined);
-        heard
+        let state = Arc::new(SessionState::default());
+        sessions.register(Arc::new(Recorder(sent)), state.clone(), joined);
+        (heard, state)
     }
 
     #[tokio::test]
     async fn a_change_is_announced_to_the_sessions_that_joined_before_it() {
         let sessions = Sessions::default();
         let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
-        let mut before = session(&sessions, &old);
-        let mut after = session(&sessions, &new);
+        let (mut before, _before) = session(&sessions, &old);
+        let (mut after, _after) = session(&sessions, &new);
         sessions.list_changed(ListKind::Tools, &new, false).await;
         let heard = tokio::time::timeout(NOTIFY_TIMEOUT, before.recv()).await.unwrap().unwrap();
         assert!(matches!(heard, ServerNotification::ToolListChangedNotification(_)), "{heard:?}");
@@ -374,10 +395,24 @@ mod tests {
     fn a_session_does_not_keep_the_catalog_it_joined_alive() {
         let sessions = Sessions::default();
         let joined = Arc::new(Catalog::default());
-        let _heard = session(&sessions, &joined);
+        let _session = session(&sessions, &joined);
         let watch = Arc::downgrade(&joined);
         drop(joined);
         assert!(watch.upgrade().is_none(), "an idle session pins a swapped-out catalog and its plugins");
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_is_not_kept_by_the_registry() {
+        let sessions = Sessions::default();
+        let joined = Arc::new(Catalog::default());
+        let (mut heard, state) = session(&sessions, &joined);
+        let watch = Arc::downgrade(&state);
+        drop(state);
+        assert!(watch.upgrade().is_none(), "the registry keeps an ended session's state (subscriptions, roots)");
+        sessions.list_changed(ListKind::Tools, &Arc::new(Catalog::default()), false).await;
+        tokio::task::yield_now().await;
+        assert!(heard.try_recv().is_err(), "an ended session was told of a change");
+        assert!(sessions.live.lock().unwrap().is_empty(), "an ended session stays registered");
     }
 
     #[test]

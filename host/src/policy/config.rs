@@ -166,11 +166,6 @@ impl Policy {
     pub fn quotas(&self) -> Quotas {
         self.quotas
     }
-
-    /// The largest memory limit of any plugin: what each sandbox's memory slot must hold.
-    pub fn max_memory(&self) -> usize {
-        self.plugins.values().map(|g| g.limits.memory).fold(self.defaults.memory, usize::max)
-    }
 }
 
 /// A policy file parsed and checked without touching the file system.
@@ -554,7 +549,7 @@ mod tests {
             let error = parse(text).unwrap_err().to_string();
             assert!(error.contains("out of range"), "{text}: {error}");
         }
-        assert_eq!(parse("[limits]\nmemory_mib = 4096").unwrap().max_memory(), 4 << 30);
+        assert_eq!(parse("[limits]\nmemory_mib = 4096").unwrap().grants("a").limits.memory, 4 << 30);
     }
 
     #[test]

@@ -669,7 +669,10 @@ impl Plugin {
         if charge == Charge::Caller {
             self.long_streak.count(went_long);
         }
-        if let Some(instantiated) = instantiated {
+        // The sandbox series are of calls: a load's list reads are not counted in them.
+        if let Some(instantiated) = instantiated
+            && charge == Charge::Caller
+        {
             let guest = started.elapsed().saturating_sub(instantiated);
             let peak = store.data().limiter.peak;
             let meters = self.meters.get_or_init(|| config.metrics.plugin(self.account.tenant(), self.name()));

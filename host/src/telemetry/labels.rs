@@ -21,6 +21,7 @@ pub(super) const METHODS: &[&str] = &[
     "prompts/get",
     "completion/complete",
     "logging/setLevel",
+    "subscriptions/listen",
 ];
 
 /// The protocol revisions Capsule speaks: any other is counted as `unsupported`.

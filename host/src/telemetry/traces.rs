@@ -148,7 +148,13 @@ impl TraceConfig {
         let mut headers = Vec::new();
         // The general headers first, so that the traces-specific ones win.
         for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
-            for (key, value) in var(name).as_deref().map(pairs).unwrap_or_default() {
+            let text = var(name).unwrap_or_default();
+            // A pair without `=` (`Authorization: Bearer …` written as HTTP has it) would
+            // send every export without the credential.
+            if text.split(',').any(|pair| !pair.trim().is_empty() && !pair.contains('=')) {
+                return Err(invalid(name, "every header must be written key=value, comma-separated".into()));
+            }
+            for (key, value) in pairs(&text) {
                 let key = HeaderName::try_from(key.as_str())
                     .map_err(|_| invalid(name, format!("{key:?} is not a header name")))?;
                 // The value is not repeated in the error: it is often an API key.
@@ -377,6 +383,8 @@ mod tests {
         assert!(e.to_string().contains("http or https"), "{e}");
         let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer secret\u{7f}token")]);
         assert!(!e.to_string().contains("secret"), "{e}");
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-tenant=a,Authorization: Bearer secret")]);
+        assert!(e.to_string().contains("key=value") && !e.to_string().contains("secret"), "{e}");
     }
 
     #[test]

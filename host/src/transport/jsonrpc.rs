@@ -9,6 +9,8 @@ use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+use crate::mcp::MAX_ID_BYTES;
+
 /// The only revision whose clients may send JSON-RPC batches.
 pub const BATCH_VERSION: &str = "2025-03-26";
 
@@ -174,6 +176,12 @@ fn parse_error(e: serde_json::Error) -> Refusal {
     }
 }
 
+/// Whether a JSON number is written as an integer (no fraction, no exponent).
+fn is_integer_literal(number: &str) -> bool {
+    let digits = number.strip_prefix('-').unwrap_or(number);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Read one message (a whole body or line, or a batch element).
 fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
     // serde would read an array as a struct's fields in order.
@@ -195,9 +203,20 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
     let id = match envelope.id {
         None => None,
         Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
+            // rmcp reads `1e2` and `1.0` as the integer 100 and 1, whose answer would name
+            // another id than the request's: only integer literals are integers.
+            Ok(RequestId::Number(_)) if !is_integer_literal(raw.get()) => {
+                return Err(Refusal::invalid(None, "Invalid Request: \"id\" must be a string or an integer"));
+            }
+            Ok(RequestId::String(text)) if text.len() > MAX_ID_BYTES => {
+                return Err(Refusal::invalid(
+                    None,
+                    format!("Invalid Request: \"id\" is {} bytes long; the limit is {MAX_ID_BYTES} bytes", text.len()),
+                ));
+            }
             Ok(id) => Some(id),
             // An integer id is read as i64 (rmcp's `RequestId`); one beyond that is named so.
-            Err(_) if raw.get().trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) => {
+            Err(_) if is_integer_literal(raw.get()) => {
                 return Err(Refusal::invalid(
                     None,
                     "Invalid Request: \"id\" is an integer beyond the signed 64-bit range; send a smaller one or a string",
@@ -335,6 +354,16 @@ mod tests {
         assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#).unwrap_err()), (None, -32600));
+        // Integral spellings that are not integer literals would be answered as another id.
+        for spelling in ["1e2", "1.0", "-1E0", "100.000"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{spelling},"method":"ping"}}"#);
+            assert_eq!(code(single(&text).unwrap_err()), (None, -32600), "{spelling}");
+        }
+        let long = format!(r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#, "i".repeat(MAX_ID_BYTES + 1));
+        let refused = single(&long).unwrap_err();
+        assert!(refused.error.message.contains("the limit is 1024 bytes"), "{}", refused.error.message);
+        let longest = format!(r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#, "i".repeat(MAX_ID_BYTES));
+        assert!(single(&longest).is_ok());
         let huge = single(r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#).unwrap_err();
         assert!(huge.error.message.contains("64-bit"), "{}", huge.error.message);
         assert!(single(r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#).is_ok());

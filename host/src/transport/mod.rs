@@ -8,3 +8,8 @@ mod pending;
 pub mod stdio;
 
 pub use jsonrpc::MAX_BATCH;
+
+/// Requests one client may have in flight (a stdio connection, a legacy HTTP session),
+/// unless the operator says otherwise: far beyond what a client runs at once, and a bound
+/// on what one can make the server hold.
+pub const MAX_IN_FLIGHT: usize = 256;

@@ -13,9 +13,10 @@
 //! request holds its place until its answer is queued, and past the cap the reader waits
 //! before it takes another, so a client that writes requests and never reads their answers
 //! stops being read rather than filling memory with answers. A request that waits on the
-//! client (roots, elicitation, sampling) gives its place up while it waits, for the client's
-//! answer is further down the input and the reader has to get to it. A batch holds one place for all its elements and
-//! gives it up while any of them waits.
+//! client (roots, elicitation, sampling) gives its place up, for the client's answer is
+//! further down the input and the reader has to get to it; it takes one of as many places
+//! for requests that have waited instead, for the rest of its life, and past those the
+//! question fails at once. A batch holds one place for all its elements.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -51,7 +52,7 @@ impl Default for StdioOptions {
         StdioOptions {
             max_line_bytes: 4 << 20,
             max_batch: jsonrpc::MAX_BATCH,
-            max_in_flight: MAX_IN_FLIGHT,
+            max_in_flight: super::MAX_IN_FLIGHT,
             traffic: Traffic::default(),
         }
     }
@@ -67,48 +68,37 @@ const OUTPUT_QUEUE: usize = 1024;
 /// waits until it is the only one.
 const OUTPUT_BYTES: usize = 16 << 20;
 
-/// Requests in flight before the reader waits, unless the operator says otherwise.
-pub const MAX_IN_FLIGHT: usize = 1024;
-
 tokio::task_local! {
     /// The place in flight of the request this task serves, or of the batch it is an element
-    /// of (shared by the batch's elements, each on a task of its own), given up while it
-    /// waits on the client (see [`Link::request`]).
+    /// of (shared by the batch's elements, each on a task of its own), given up when it waits
+    /// on the client (see [`Link::request`]).
     static PLACE: Arc<Mutex<Place>>;
 }
 
 /// A request's or a batch's place in flight.
 struct Place {
+    /// Its place among the requests in flight, until it first waits on the client.
     permit: Option<OwnedSemaphorePermit>,
-    /// Requests of its own waiting on the client: the place is given up while any does.
-    waiting: usize,
+    /// Its place among the requests that have waited on the client, from then on.
+    waited: Option<OwnedSemaphorePermit>,
 }
 
 impl Place {
     fn shared(permit: Option<OwnedSemaphorePermit>) -> Arc<Mutex<Place>> {
-        Arc::new(Mutex::new(Place { permit, waiting: 0 }))
+        Arc::new(Mutex::new(Place { permit, waited: None }))
     }
 
-    /// One more of its requests waits on the client; the first gives the place up.
-    fn wait(&mut self) {
-        self.waiting += 1;
-        if self.waiting == 1 {
+    /// Move to the requests that have waited on the client, unless `waiting` has no room.
+    /// The move is for good: a request that queued for its place again after the answer
+    /// could wait forever behind requests that themselves wait for it (on the roots it is
+    /// fetching, say), and the reader must go on reading to reach the client's answers.
+    fn wait(&mut self, waiting: &Arc<Semaphore>) -> bool {
+        if self.waited.is_none() {
+            let Ok(permit) = waiting.clone().try_acquire_owned() else { return false };
+            self.waited = Some(permit);
             self.permit = None;
         }
-    }
-
-    /// One stopped waiting: whether none waits now, so a place should be queued for again.
-    fn resume(&mut self) -> bool {
-        self.waiting -= 1;
-        self.waiting == 0
-    }
-
-    /// The place queued for came: kept, unless another of its requests waits again by now
-    /// (that one queues when it stops).
-    fn regain(&mut self, permit: Option<OwnedSemaphorePermit>) {
-        if self.waiting == 0 {
-            self.permit = permit;
-        }
+        true
     }
 }
 
@@ -195,7 +185,15 @@ pub async fn serve_on(
     let out = Queue { tx, room: Arc::new(Semaphore::new(OUTPUT_BYTES)) };
     let room = out.room.clone();
     let places = Arc::new(Semaphore::new(options.max_in_flight));
-    let link = Arc::new(Link { out, pending: Pending::default(), closed: CancellationToken::new(), places });
+    let waiting = Arc::new(Semaphore::new(options.max_in_flight));
+    let link = Arc::new(Link {
+        out,
+        pending: Pending::default(),
+        closed: CancellationToken::new(),
+        places,
+        waiting,
+        max_waiting: options.max_in_flight,
+    });
     let done = CancellationToken::new();
     let writer = {
         let (traffic, closed, done) = (options.traffic.clone(), link.closed.clone(), done.clone());
@@ -480,6 +478,9 @@ struct Link {
     closed: CancellationToken,
     /// Places for requests in flight (see the module's doc).
     places: Arc<Semaphore>,
+    /// Places for requests that have waited on the client (`max_waiting` of them).
+    waiting: Arc<Semaphore>,
+    max_waiting: usize,
 }
 
 impl Link {
@@ -517,20 +518,17 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            // The request's (or its batch's) place goes while it waits for the client, and
-            // it queues for one again after; a request taken inline has none to give up.
-            let place = PLACE.try_with(Arc::clone).ok();
-            if let Some(place) = &place {
-                locked(place).wait();
-            }
-            let answer = self.pending.request(&request, &self.out, self.closed.cancelled()).await;
-            if let Some(place) = place
-                && locked(&place).resume()
+            // The request's (or its batch's) place goes when it waits on the client; a
+            // request taken inline has none to give up.
+            if let Ok(place) = PLACE.try_with(Arc::clone)
+                && !locked(&place).wait(&self.waiting)
             {
-                let permit = self.place().await;
-                locked(&place).regain(permit);
+                return Err(LinkError::Failed(format!(
+                    "{} requests of this client already wait on its answers, its limit (--max-in-flight)",
+                    self.max_waiting
+                )));
             }
-            answer
+            self.pending.request(&request, &self.out, self.closed.cancelled()).await
         })
     }
 

@@ -223,6 +223,23 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
+            // Each running request holds its params, and a client that hangs up leaves it
+            // running (the spec's rule): without a bound one client could stack them up.
+            if session.server.running() >= session.max_in_flight {
+                let error = ErrorData::new(
+                    ErrorCode(-32000),
+                    format!(
+                        "this session has {} requests running, its limit (--max-in-flight); wait for one to end",
+                        session.max_in_flight
+                    ),
+                    None,
+                );
+                let message = jsonrpc::error(Some(&id), &error);
+                return OneOf::Request(
+                    Box::pin(std::future::ready(Some(Written { message, needed_scope: None }))),
+                    notes,
+                );
+            }
             // Ending the session (DELETE) stops what it has running.
             let in_flight = session.server.begin(&id, Some(&session.ended));
             let origin = sender.origin(session);

@@ -50,7 +50,7 @@ use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
 pub use checks::Allowed;
 pub use listener::ConnectionLimits;
-use session::SessionTable;
+use session::{SessionCounts, SessionTable};
 
 /// Limits and policy of the HTTP endpoint.
 #[derive(Debug, Clone)]
@@ -69,6 +69,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// Live sessions one client address may hold.
     pub sessions_per_address: usize,
+    /// Requests one legacy session may have running at once.
+    pub max_in_flight: usize,
     /// Time allowed to receive a request's body.
     pub body_timeout: Duration,
     /// Limits on connections themselves.
@@ -87,6 +89,7 @@ impl Default for HttpOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             sessions_per_address: 1_000,
+            max_in_flight: super::MAX_IN_FLIGHT,
             body_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
             workers: Workers::default(),
@@ -131,8 +134,9 @@ impl Endpoint {
 struct FrontDoor {
     tenants: Arc<Tenants>,
     endpoints: RwLock<HashMap<Arc<str>, Arc<Endpoint>>>,
-    /// Legacy sessions of every tenant together, held to `--max-sessions`.
-    sessions: Arc<AtomicUsize>,
+    /// Legacy sessions of every tenant together, held to `--max-sessions` and
+    /// `--sessions-per-address`.
+    sessions: Arc<SessionCounts>,
     allowed: checks::Allowed,
     options: HttpOptions,
     shutdown: CancellationToken,

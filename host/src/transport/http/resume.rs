@@ -8,9 +8,10 @@
 //!
 //! While a client reads the stream, the request waits for it rather than outrun it (as a
 //! stream without ids did), so nothing it has not read is dropped. Once nobody reads, each
-//! stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them; a session
-//! keeps its newest [`STREAMS`] streams, and forgets finished ones [`FORGET_AFTER`] after
-//! they finish. (A stream read to its end is not forgotten then: the server cannot tell
+//! stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them (or its newest
+//! event alone, however large); a session keeps its newest [`STREAMS`] streams, holding at
+//! most [`SESSION_KEPT_BYTES`] besides the newest, and forgets finished ones
+//! [`FORGET_AFTER`] after they finish. (A stream read to its end is not forgotten then: the server cannot tell
 //! whether the bytes reached a client that had already gone.)
 
 use std::collections::VecDeque;
@@ -30,6 +31,9 @@ const KEPT: usize = 64;
 const KEPT_BYTES: usize = 64 << 10;
 /// POST streams a session keeps.
 const STREAMS: usize = 8;
+/// Bytes of events a session's POST streams keep together, besides the newest stream's
+/// (whose answer may be a tool's whole result, up to `--max-output`).
+const SESSION_KEPT_BYTES: usize = 1 << 20;
 /// How long a finished stream can still be resumed: many times the `retry` a client is asked
 /// to wait before it reconnects.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -56,8 +60,7 @@ impl PostStreams {
     pub fn open(&self) -> Arc<PostStream> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.next += 1;
-        let now = Instant::now();
-        kept.streams.retain(|stream| stream.finished().is_none_or(|at| now.duration_since(at) < FORGET_AFTER));
+        kept.forget_old();
         if kept.streams.len() >= STREAMS {
             kept.streams.pop_front();
         }
@@ -71,6 +74,13 @@ impl PostStreams {
         stream
     }
 
+    /// Forget finished streams past [`FORGET_AFTER`], and the oldest past
+    /// [`SESSION_KEPT_BYTES`] (the session's idle sweep calls this: a session that opens no
+    /// new stream would keep them otherwise).
+    pub fn forget_old(&self) {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).forget_old();
+    }
+
     /// The stream an event id names, and the place after which to resume, if the id is one
     /// of a POST stream this session still keeps. `Err` for a POST stream id it does not
     /// (any more); `Ok(None)` for an id that is not one a POST stream issued (a place it has
@@ -81,6 +91,20 @@ impl PostStreams {
         let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?;
         let issued = place <= stream.buffer.lock().unwrap_or_else(|e| e.into_inner()).last;
         Ok(issued.then(|| (stream.clone(), place)))
+    }
+}
+
+impl Kept {
+    fn forget_old(&mut self) {
+        let now = Instant::now();
+        self.streams.retain(|stream| stream.finished().is_none_or(|at| now.duration_since(at) < FORGET_AFTER));
+        // The newest stream is kept whatever its size: its answer may be all it holds.
+        let mut bytes: usize = self.streams.iter().map(|stream| stream.bytes()).sum();
+        while self.streams.len() > 1 && bytes > SESSION_KEPT_BYTES {
+            if let Some(oldest) = self.streams.pop_front() {
+                bytes -= oldest.bytes();
+            }
+        }
     }
 }
 
@@ -168,6 +192,11 @@ impl PostStream {
         self.buffer.lock().unwrap_or_else(|e| e.into_inner()).finished
     }
 
+    /// The bytes of the events it keeps.
+    fn bytes(&self) -> usize {
+        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+
     /// The events after `after` (those still kept), then each as it is added, until the
     /// stream is finished and read, the session ends, or a newer reader takes over (a client
     /// that resumes while its first connection is still open): every event goes to one
@@ -240,6 +269,26 @@ mod tests {
         assert_eq!(parse("p12.0"), Some((12, 0)));
         assert_eq!(parse("p12"), None);
         assert_eq!(parse("q1.2"), None);
+    }
+
+    #[tokio::test]
+    async fn a_session_s_streams_keep_a_bounded_total_beside_the_newest() {
+        let streams = PostStreams::new(CancellationToken::new());
+        let big = || vec![b'x'; 600 << 10];
+        for _ in 0..3 {
+            let stream = streams.open();
+            stream.push(big()).await;
+            stream.finish();
+        }
+        // Three finished streams of 600 KiB each: the oldest go until the rest fit in 1 MiB.
+        streams.forget_old();
+        assert!(streams.find("p1.1").is_err() && streams.find("p2.1").is_err(), "kept past the session's bytes");
+        assert!(streams.find("p3.1").is_ok_and(|s| s.is_some()), "the newest stream is forgotten");
+        let huge = streams.open();
+        huge.push(vec![b'y'; 4 << 20]).await;
+        streams.forget_old();
+        assert!(streams.find("p4.1").is_ok_and(|s| s.is_some()), "the newest stream is kept however large");
+        assert!(streams.find("p3.1").is_err());
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
@@ -57,6 +57,8 @@ pub struct Session {
     pub posts: PostStreams,
     /// When `initialize` made it.
     opened: Instant,
+    /// Requests it may have running at once (`--max-in-flight`).
+    pub max_in_flight: usize,
 }
 
 #[derive(Default)]
@@ -180,18 +182,23 @@ impl Drop for StreamOpen {
     }
 }
 
-/// The session's link for what belongs to no request: its GET stream.
-struct SessionLink(Arc<Session>);
+/// The session's link for what belongs to no request: its GET stream. It does not keep the
+/// session alive: the change registry holds it, and an ended session's memory (its streams,
+/// subscriptions, roots) goes with its end, not with the next registration.
+struct SessionLink {
+    session: Weak<Session>,
+    ended: CancellationToken,
+}
 
 impl ClientLink for SessionLink {
     fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
-        let sent = match jsonrpc::outgoing(None, &notification) {
-            Ok(message) if !self.0.ended.is_cancelled() => {
-                self.0.push(message);
+        let sent = match (jsonrpc::outgoing(None, &notification), self.session.upgrade()) {
+            (Ok(message), Some(session)) if !session.ended.is_cancelled() => {
+                session.push(message);
                 Ok(())
             }
-            Ok(_) => Err(LinkError::Closed),
-            Err(e) => Err(LinkError::Failed(e.to_string())),
+            (Ok(_), _) => Err(LinkError::Closed),
+            (Err(e), _) => Err(LinkError::Failed(e.to_string())),
         };
         Box::pin(std::future::ready(sent))
     }
@@ -202,11 +209,11 @@ impl ClientLink for SessionLink {
     }
 
     fn is_closed(&self) -> bool {
-        self.0.ended.is_cancelled()
+        self.ended.is_cancelled() || self.session.strong_count() == 0
     }
 
     fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(self.0.ended.cancelled())
+        Box::pin(self.ended.cancelled())
     }
 }
 
@@ -221,41 +228,68 @@ pub enum Full {
     Address(usize),
 }
 
+/// Sessions of every tenant together: the server's cap and each client address's count
+/// are the server's, whichever tenants' endpoints the sessions were opened at.
+#[derive(Default)]
+pub struct SessionCounts {
+    total: AtomicUsize,
+    per_address: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl SessionCounts {
+    /// Count one more session against the server's cap, unless it is reached.
+    fn admit(&self, cap: usize) -> bool {
+        self.total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < cap).then_some(n + 1)).is_ok()
+    }
+
+    /// Count one more session of `address`, unless it holds `cap` already.
+    fn admit_address(&self, address: IpAddr, cap: usize) -> bool {
+        let mut counts = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry(address).or_default();
+        if *count >= cap {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// One session less, of `address` if it had one.
+    fn release(&self, address: Option<IpAddr>) {
+        self.total.fetch_sub(1, Ordering::Relaxed);
+        self.release_address(address);
+    }
+
+    fn release_address(&self, address: Option<IpAddr>) {
+        let Some(address) = address else { return };
+        let mut counts = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = counts.get_mut(&address) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&address);
+            }
+        }
+    }
+}
+
 struct Live {
     /// Where sessions are counted, as the tenant's.
     metrics: Arc<Metrics>,
     tenant: Arc<str>,
     sessions: HashMap<Arc<str>, Arc<Session>>,
-    per_address: HashMap<IpAddr, usize>,
-    /// Sessions of every tenant together, for the server's cap.
-    server: Arc<AtomicUsize>,
+    /// Sessions of every tenant together, for the server's cap and the addresses'.
+    counts: Arc<SessionCounts>,
 }
 
 impl Live {
-    /// Count one more session against the server's cap, unless it is reached.
-    fn admit(&self, cap: usize) -> bool {
-        self.server.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < cap).then_some(n + 1)).is_ok()
-    }
-
+    /// Add a session already admitted to the server's and its address's counts.
     fn insert(&mut self, session: Arc<Session>) {
-        if let Some(address) = session.client {
-            *self.per_address.entry(address).or_default() += 1;
-        }
         self.sessions.insert(session.id.clone(), session);
         self.metrics.session_opened(&self.tenant);
     }
 
     fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
         let session = self.sessions.remove(id)?;
-        self.server.fetch_sub(1, Ordering::Relaxed);
-        if let Some(address) = session.client
-            && let Some(count) = self.per_address.get_mut(&address)
-        {
-            *count -= 1;
-            if *count == 0 {
-                self.per_address.remove(&address);
-            }
-        }
+        self.counts.release(session.client);
         session.ended.cancel();
         session.pending.fail_all();
         self.metrics.session_ended(&self.tenant, "tcp", session.server.version(), session.opened.elapsed());
@@ -266,8 +300,8 @@ impl Live {
 impl Drop for Live {
     /// A removed tenant's table goes with its sessions: they no longer count.
     fn drop(&mut self) {
-        self.server.fetch_sub(self.sessions.len(), Ordering::Relaxed);
         for session in self.sessions.values() {
+            self.counts.release(session.client);
             self.metrics.session_ended(&self.tenant, "tcp", session.server.version(), session.opened.elapsed());
         }
     }
@@ -282,16 +316,17 @@ pub struct SessionTable {
     /// The server's cap on sessions, every tenant's together.
     cap: usize,
     per_address: usize,
+    max_in_flight: usize,
     idle: Duration,
     shutdown: CancellationToken,
 }
 
 impl SessionTable {
-    /// A tenant's table; `server` counts the sessions of every tenant's table together.
+    /// A tenant's table; `counts` counts the sessions of every tenant's table together.
     pub fn new(
         shared: Arc<Shared>,
         account: Arc<Account>,
-        server: Arc<AtomicUsize>,
+        counts: Arc<SessionCounts>,
         options: &HttpOptions,
         shutdown: CancellationToken,
     ) -> Arc<SessionTable> {
@@ -299,8 +334,7 @@ impl SessionTable {
             metrics: shared.metrics().clone(),
             tenant: account.tenant().clone(),
             sessions: HashMap::new(),
-            per_address: HashMap::new(),
-            server,
+            counts,
         };
         let table = Arc::new(SessionTable {
             live: RwLock::new(live),
@@ -308,6 +342,7 @@ impl SessionTable {
             account,
             cap: options.max_sessions,
             per_address: options.sessions_per_address,
+            max_in_flight: options.max_in_flight,
             idle: options.session_idle,
             shutdown,
         });
@@ -342,9 +377,11 @@ impl SessionTable {
     /// while: a tenant never ends another's sessions.
     pub fn create(&self, client: Option<IpAddr>, principal: Option<Arc<str>>) -> Result<Arc<Session>, Full> {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        let counts = live.counts.clone();
         if let Some(address) = client
-            && live.per_address.get(&address).copied().unwrap_or_default() >= self.per_address
-            && !self.make_room(&mut live, |s| s.client == Some(address))
+            && !counts.admit_address(address, self.per_address)
+            && !(self.make_room(&mut live, |s| s.client == Some(address))
+                && counts.admit_address(address, self.per_address))
         {
             return Err(Full::Address(self.per_address));
         }
@@ -352,10 +389,12 @@ impl SessionTable {
             && live.sessions.len() >= limit as usize
             && !self.make_room(&mut live, |_| true)
         {
+            counts.release_address(client);
             return Err(Full::Tenant { tenant: self.account.tenant().clone(), limit });
         }
-        let admitted = live.admit(self.cap) || (self.make_room(&mut live, |_| true) && live.admit(self.cap));
+        let admitted = counts.admit(self.cap) || (self.make_room(&mut live, |_| true) && counts.admit(self.cap));
         if !admitted {
+            counts.release_address(client);
             return Err(Full::Server(self.cap));
         }
         let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
@@ -372,6 +411,7 @@ impl SessionTable {
             ended: ended.clone(),
             posts: PostStreams::new(ended),
             opened: Instant::now(),
+            max_in_flight: self.max_in_flight,
         });
         live.insert(session.clone());
         Ok(session)
@@ -398,7 +438,7 @@ impl SessionTable {
 
     /// The link to a session's GET stream, for what belongs to no request.
     pub fn link(session: &Arc<Session>) -> Arc<dyn ClientLink> {
-        Arc::new(SessionLink(session.clone()))
+        Arc::new(SessionLink { session: Arc::downgrade(session), ended: session.ended.clone() })
     }
 
     /// End the sessions idle past the limit.
@@ -412,6 +452,11 @@ impl SessionTable {
             .collect();
         for id in expired {
             live.remove(&id);
+        }
+        let sessions: Vec<Arc<Session>> = live.sessions.values().cloned().collect();
+        drop(live);
+        for session in sessions {
+            session.posts.forget_old();
         }
     }
 }

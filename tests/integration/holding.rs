@@ -1,0 +1,259 @@
+//! What one client can make the server hold, and for how long: requests in flight and
+//! waiting on the client, ids and progress tokens, subscriptions, sessions per address, and
+//! requests waiting on the client's roots when they are cancelled.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, Server, StdioServer, first_text, plugins, scratch_dir};
+
+/// A legacy session runs at most `--max-in-flight` requests at once: a client that hangs up
+/// on calls waiting for its answers left each running (the spec says a disconnect is no
+/// cancellation), holding its params for the five minutes the server waits, with no bound.
+/// The next request is refused at once and the session goes on.
+#[tokio::test]
+async fn a_legacy_session_runs_at_most_max_in_flight_requests() {
+    let conformance = plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "2"]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let elicit = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}})
+    };
+    let mut asked = Vec::new();
+    let mut streams = Vec::new();
+    for id in [2, 3] {
+        let mut stream = client.stream(&elicit(id)).await;
+        let question = stream.next_message().await.expect("the elicitation request");
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        asked.push(question["id"].clone());
+        streams.push(stream);
+    }
+    let refused = client.post(&elicit(4)).await.response(4).clone();
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("--max-in-flight"), "{refused}");
+    // Answered, the first call ends and makes room.
+    let answer = json!({"jsonrpc": "2.0", "id": asked[0], "result": {
+        "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}});
+    assert_eq!(client.post(&answer).await.status, 202);
+    let done = streams[0].next_message().await.expect("the first call's answer");
+    assert_eq!(done["id"], 2, "{done}");
+    let mut again = client.stream(&elicit(5)).await;
+    assert_eq!(again.next_message().await.expect("asked again")["method"], "elicitation/create");
+}
+
+/// On stdio a request that waits on the client gives its place in flight up (the client's
+/// answer is further down the input), and takes one of as many places for requests that
+/// have waited: past those, the question fails at once, rather than every request of a
+/// client that answers nothing being held.
+#[test]
+fn stdio_requests_waiting_on_the_client_are_bounded() {
+    let conformance = plugins().join("conformance.wasm");
+    let mut stdio =
+        StdioServer::start_with(&["--no-watch", "--plugin", conformance.to_str().unwrap(), "--max-in-flight", "1"]);
+    stdio.initialize_offering("2025-11-25", json!({"elicitation": {"form": {}}}));
+    let elicit = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}})
+    };
+    stdio.send(&elicit(2));
+    let asked = stdio.read();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    stdio.send(&elicit(3));
+    let refused = stdio.read();
+    assert_eq!(refused["id"], 3, "the second question is not sent: {refused}");
+    assert!(first_text(&refused["result"]).contains("--max-in-flight"), "{refused}");
+    stdio.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}));
+    let answered = stdio.read();
+    assert_eq!(answered["id"], 2, "{answered}");
+    assert!(!first_text(&answered["result"]).contains("--max-in-flight"), "{answered}");
+    // Its place among the waiting is free again.
+    stdio.send(&elicit(4));
+    assert_eq!(stdio.read()["method"], "elicitation/create");
+    stdio.finish();
+}
+
+/// A stdio server with hostile narrowed to the client's roots, one place in flight per `places`.
+fn roots_server(dir: &Path, places: &str) -> StdioServer {
+    let granted = dir.join("granted");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::write(granted.join("seen.txt"), "SEEN").unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(&policy, format!("[plugins.hostile]\nroots = true\ndirs = [{{ path = {:?} }}]\n", granted)).unwrap();
+    let hostile = plugins().join("testing/hostile.wasm");
+    let args = ["--no-watch", "--plugin", hostile.to_str().unwrap(), "--config", policy.to_str().unwrap()];
+    let mut stdio = StdioServer::start_with(&[&args[..], &["--max-in-flight", places]].concat());
+    stdio.initialize_offering("2025-06-18", json!({"roots": {"listChanged": true}}));
+    stdio
+}
+
+fn read_granted(dir: &Path, id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_path", "arguments": {"path": dir.join("granted/seen.txt")}}})
+}
+
+/// Calls that need the client's roots, more of them than places in flight: the first asks
+/// and the others wait for its answer holding the places. The asker used to queue for a
+/// place again once answered, behind the calls waiting for it, so all of them stalled for
+/// the five minutes the server waits and the client's answer was thrown away.
+#[test]
+fn stdio_calls_waiting_for_the_roots_do_not_stall_the_one_fetching_them() {
+    let dir = scratch_dir("roots-places");
+    let mut stdio = roots_server(&dir, "2");
+    for id in [2, 3, 4] {
+        stdio.send(&read_granted(&dir, id));
+    }
+    let mut answered = Vec::new();
+    let started = std::time::Instant::now();
+    while answered.len() < 3 {
+        let message = stdio.read();
+        if message["method"] == "roots/list" {
+            let roots = json!([{"uri": format!("file://{}", dir.join("granted").display())}]);
+            stdio.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}}));
+        } else if let Some(id) = message["id"].as_i64() {
+            assert_eq!(first_text(&message["result"]), "SEEN", "call {id}: {message}");
+            answered.push(id);
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(20), "the calls stalled for {:?}", started.elapsed());
+    stdio.finish();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A call cancelled while the server waits for the client's roots ends at once, and the
+/// roots request is cancelled with the client (it used to wait on for five minutes, holding
+/// the session's roots fetch, so every later call that needed them hung too).
+#[test]
+fn stdio_a_call_cancelled_while_its_roots_are_fetched_ends_at_once() {
+    let dir = scratch_dir("roots-cancel");
+    let mut stdio = roots_server(&dir, "4");
+    stdio.send(&read_granted(&dir, 2));
+    let asked = stdio.read();
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}));
+    let note = stdio.read();
+    assert_eq!(note["method"], "notifications/cancelled", "{note}");
+    assert_eq!(note["params"]["requestId"], asked["id"], "{note}");
+    // The next call asks afresh and is served.
+    stdio.send(&read_granted(&dir, 3));
+    loop {
+        let message = stdio.read();
+        if message["method"] == "roots/list" {
+            let roots = json!([{"uri": format!("file://{}", dir.join("granted").display())}]);
+            stdio.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}}));
+        } else {
+            assert_eq!(message["id"], 3, "the cancelled call was answered: {message}");
+            assert_eq!(first_text(&message["result"]), "SEEN", "{message}");
+            break;
+        }
+    }
+    stdio.finish();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Request ids and progress tokens are echoed in every message about their request, so
+/// their size is bounded (1 KiB); an id spelt as a float or with an exponent would be
+/// answered under another spelling (`1e2` as `100`), so only integer literals are integers.
+#[tokio::test]
+async fn ids_and_progress_tokens_are_bounded_and_echoed_as_sent() {
+    let server = Server::http(&["--no-watch"]);
+    let client = Client::new(&server.url);
+    let ping = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+    for id in ["1e2", "1.0", "-3E0"] {
+        let reply = client.post_raw(ping(id), &[]).await;
+        assert_eq!(reply.status, 400, "{id}: {}", reply.body);
+        assert_eq!(reply.messages[0]["error"]["code"], -32600, "{id}: {}", reply.body);
+        assert!(reply.messages[0]["id"].is_null(), "{}", reply.body);
+    }
+    let long = format!("\"{}\"", "i".repeat(1025));
+    let reply = client.post_raw(ping(&long), &[]).await;
+    assert!(reply.body.contains("the limit is 1024 bytes"), "{}", reply.body);
+    let mut legacy = Client::new(&server.url);
+    legacy.initialize("2025-11-25", json!({})).await;
+    let longest = "i".repeat(1024);
+    let answered = legacy.post(&json!({"jsonrpc": "2.0", "id": longest, "method": "ping"})).await;
+    assert_eq!(answered.messages[0]["id"], longest.as_str());
+    let call = |token: String| {
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add",
+            "arguments": {"a": 1, "b": 2}, "_meta": {"progressToken": token}}})
+    };
+    let refused = legacy.post(&call("t".repeat(1025))).await.response(9).clone();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("progressToken"), "{refused}");
+    let served = legacy.post(&call("t".repeat(1024))).await.response(9).clone();
+    assert_eq!(first_text(&served["result"]), "3", "{served}");
+}
+
+/// A session's subscriptions are bounded in bytes as well as in number: a thousand URIs of
+/// 16 KiB each made an idle session cost 16 MiB.
+#[tokio::test]
+async fn a_session_s_subscriptions_are_bounded_in_bytes() {
+    let misfit = plugins().join("testing/misfit.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", misfit.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    // misfit serves `misfit://{+v1}-…-{+v32}!`: the last variable takes the length.
+    let uri = |i: usize| format!("misfit://{i}{}-{}!", "-a".repeat(30), "x".repeat(16_000));
+    for i in 0..16 {
+        let reply = client.request(10 + i as i64, "resources/subscribe", json!({"uri": uri(i)})).await;
+        assert!(reply.get("result").is_some(), "subscription {i}: {reply}");
+    }
+    let refused = client.request(40, "resources/subscribe", json!({"uri": uri(16)})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("256 KiB"), "{refused}");
+    // Subscribing again to one it holds is no change; unsubscribing makes room.
+    assert!(client.request(41, "resources/subscribe", json!({"uri": uri(3)})).await.get("result").is_some());
+    assert!(client.request(42, "resources/unsubscribe", json!({"uri": uri(3)})).await.get("result").is_some());
+    assert!(client.request(43, "resources/subscribe", json!({"uri": uri(16)})).await.get("result").is_some());
+}
+
+/// `--sessions-per-address` counts a client address's sessions at every tenant together:
+/// counted per tenant, an address could hold the limit once at each.
+#[tokio::test]
+async fn the_per_address_session_limit_spans_tenants() {
+    let dir = scratch_dir("address-tenants");
+    let policy = crate::tenants::two_tenants(&dir);
+    let server =
+        Server::http_in(&dir, &["--no-watch", "--config", policy.to_str().unwrap(), "--sessions-per-address", "2"]);
+    let base = format!("http://{}", server.authority());
+    let open = |tenant: &str| {
+        let url = format!("{base}/t/{tenant}/mcp");
+        async move { Client::new(&url).try_initialize("2025-11-25", json!({})).await.status }
+    };
+    assert_eq!((open("acme").await, open("globex").await), (200, 200));
+    let third = Client::new(&format!("{base}/t/globex/mcp")).try_initialize("2025-11-25", json!({})).await;
+    assert_eq!(third.status, 503, "{}", third.body);
+    assert!(third.body.contains("client address"), "{}", third.body);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A legacy session is sent only what it negotiated: a request's `_meta` claiming sampling
+/// does not make the server send `sampling/createMessage` to a client that declared none.
+#[tokio::test]
+async fn a_legacy_request_s_meta_does_not_widen_its_session_s_capabilities() {
+    let conformance = plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-06-18", json!({})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_sampling",
+        "arguments": {"prompt": "hi"}, "_meta": {"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}}}});
+    let reply = client.post(&call).await;
+    assert!(!reply.body.contains("sampling/createMessage"), "{}", reply.body);
+    assert_eq!(reply.response(2)["error"]["code"], -32021, "{}", reply.body);
+}
+
+/// SIGTERM (what systemd, Kubernetes and `docker stop` send) shuts the server down as
+/// Ctrl-C does: it logs that it is shutting down and exits 0.
+#[test]
+fn sigterm_shuts_the_server_down_cleanly() {
+    let mut server = Server::http(&["--no-watch"]);
+    let sent = std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let status = server.wait_exit(Duration::from_secs(10)).expect("the server exits on SIGTERM");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    assert!(server.log().contains("shutting down"), "{}", server.log());
+}
