@@ -34,6 +34,10 @@ use super::reply::Reply;
 use super::request::{ClientLink, Front, Note, RequestCx};
 use super::session::{List, Peer};
 
+/// The largest `subscriptions/listen` params taken: they live as long as the stream. Far
+/// more than the 256 KiB of resource URIs a stream may follow.
+const MAX_LISTEN_PARAMS_BYTES: usize = 1 << 20;
+
 /// Which era may call a method.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Era {
@@ -349,6 +353,16 @@ impl CapsuleServer {
                 finish(&cx, Ok(ServerResult::empty(())))
             }
             "subscriptions/listen" => {
+                // Its params are held as long as its stream stays open, which may be days.
+                if let Some(raw) = raw.filter(|raw| raw.get().len() > MAX_LISTEN_PARAMS_BYTES) {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "subscriptions/listen params are {} bytes; at most {MAX_LISTEN_PARAMS_BYTES} are held for a stream",
+                            raw.get().len()
+                        ),
+                        None,
+                    ));
+                }
                 let p: SubscriptionsListenRequestParams = params(raw)?;
                 let cx = self.enter(note, view(&p.meta), method, Era::Modern, front)?;
                 // The stream may stay open for days: only what is honoured is kept.

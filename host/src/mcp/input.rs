@@ -20,6 +20,11 @@ use super::roots::ROOTS_KEY;
 use super::state::{Binding, InvalidState, StateCodec};
 use crate::runtime::types as wit;
 
+/// The most state a plugin may keep across a 2026-07-28 client's rounds. It rides sealed
+/// (base64, a third larger) in `requestState`, which the client must send back in a request
+/// body (`--max-body-bytes`, 4 MiB by default): more could never be retried.
+pub const MAX_STATE_BYTES: usize = 1 << 20;
+
 /// How long a legacy client may take to answer one elicitation, sampling or roots request.
 pub const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 /// Input rounds one request may take before the host gives up on the plugin.
@@ -75,6 +80,16 @@ pub fn input_required_result(
     if let Some(r) = ir.requests.iter().find(|r| r.key.starts_with("capsule.")) {
         return Err(ErrorData::internal_error(
             format!("the plugin used the input key {:?}; keys starting with \"capsule.\" are the host's", r.key),
+            None,
+        ));
+    }
+    if let Some(state) = ir.state.as_deref().filter(|s| s.len() > MAX_STATE_BYTES) {
+        return Err(ErrorData::internal_error(
+            format!(
+                "the plugin's state to keep is {} bytes; at most {} fit in the requestState a client sends back",
+                state.len(),
+                MAX_STATE_BYTES
+            ),
             None,
         ));
     }

@@ -183,6 +183,16 @@ impl CapsuleServer {
         self.session.running()
     }
 
+    /// [`Self::begin`], unless `cap` requests of this session are running already.
+    pub fn try_begin(
+        &self,
+        id: &rmcp::model::RequestId,
+        within: Option<&CancellationToken>,
+        cap: usize,
+    ) -> Option<InFlight> {
+        self.session.try_begin(id, within, cap)
+    }
+
     /// Note a request of this session as running (see [`InFlight`]), cancelled with
     /// `within` too if given.
     pub fn begin(&self, id: &rmcp::model::RequestId, within: Option<&CancellationToken>) -> InFlight {
@@ -463,6 +473,13 @@ impl CapsuleServer {
                     tracing::warn!("{reason}; no roots are visible");
                     ClientRoots::none()
                 }),
+                // A retry that leaves the roots unanswered (they were asked beside the
+                // plugin's questions) gets none, as a legacy client that does not answer:
+                // asking again would throw the answers it did give away.
+                None if wants_roots && (retry.0.is_some() || retry.1.is_some()) => {
+                    tracing::warn!("the client's retry does not answer the roots request; no roots are visible");
+                    ClientRoots::none()
+                }
                 None if wants_roots => {
                     let ask = wit::InputRequired { requests: Vec::new(), state: context.state };
                     return input::input_required_result(&ask, true, &self.shared.codec, bound_to)

@@ -46,6 +46,13 @@ pub trait ClientLink: Send + Sync + 'static {
     fn is_closed(&self) -> bool;
     /// Finishes when the client is gone for good.
     fn closed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// The current request is about to wait for an answer of the client's that another
+    /// request asked for (the session's roots): a transport that reads the client's input
+    /// only while requests have room frees the room this one holds, as [`Self::request`]
+    /// does. `Err` if it may not wait (too many requests wait on the client already).
+    fn wait_on_client(&self) -> Result<(), LinkError> {
+        Ok(())
+    }
 }
 
 /// The transport a request came over.

@@ -60,7 +60,18 @@ impl SessionState {
     /// This session's roots: the cached answer, or a fresh `roots/list` to the client. A
     /// client that fails to answer gets no roots, never the unnarrowed grants.
     pub async fn roots(&self, link: &dyn ClientLink) -> ClientRoots {
-        let mut fetched = self.roots.fetched.lock().await;
+        let mut fetched = match self.roots.fetched.try_lock() {
+            Ok(fetched) => fetched,
+            // Another request is asking the client: waiting for its answer is waiting on
+            // the client, and the transport must be free to read that answer.
+            Err(_) => match link.wait_on_client() {
+                Ok(()) => self.roots.fetched.lock().await,
+                Err(e) => {
+                    tracing::warn!("{e}; no roots are visible");
+                    return ClientRoots::none();
+                }
+            },
+        };
         let asked_at = self.roots.changes.load(Ordering::Acquire);
         if let Some((at, roots)) = fetched.as_ref()
             && *at == asked_at

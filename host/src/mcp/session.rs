@@ -55,11 +55,27 @@ impl SessionState {
     /// Note a request as running until the returned guard drops; its token fires if the
     /// client cancels it, or when `within` fires (an HTTP session's end).
     pub fn begin(self: &Arc<Self>, id: &RequestId, within: Option<&CancellationToken>) -> InFlight {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        self.note(id, within)
+    }
+
+    /// [`Self::begin`], unless `cap` requests of this session are running already.
+    pub fn try_begin(
+        self: &Arc<Self>,
+        id: &RequestId,
+        within: Option<&CancellationToken>,
+        cap: usize,
+    ) -> Option<InFlight> {
+        self.running.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < cap).then_some(n + 1)).ok()?;
+        Some(self.note(id, within))
+    }
+
+    /// The in-flight entry of a request already counted in `running`.
+    fn note(self: &Arc<Self>, id: &RequestId, within: Option<&CancellationToken>) -> InFlight {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         let token = || within.map_or_else(CancellationToken::new, CancellationToken::child_token);
         let (token, count) = in_flight.entry(id.clone()).or_insert_with(|| (token(), 0));
         *count += 1;
-        self.running.fetch_add(1, Ordering::Relaxed);
         InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
     }
 

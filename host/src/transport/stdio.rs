@@ -518,18 +518,23 @@ impl ClientLink for Link {
             if self.closed.is_cancelled() {
                 return Err(LinkError::Closed);
             }
-            // The request's (or its batch's) place goes when it waits on the client; a
-            // request taken inline has none to give up.
-            if let Ok(place) = PLACE.try_with(Arc::clone)
-                && !locked(&place).wait(&self.waiting)
-            {
-                return Err(LinkError::Failed(format!(
-                    "{} requests of this client already wait on its answers, its limit (--max-in-flight)",
-                    self.max_waiting
-                )));
-            }
+            self.wait_on_client()?;
             self.pending.request(&request, &self.out, self.closed.cancelled()).await
         })
+    }
+
+    /// The request's (or its batch's) place goes when it waits on the client; a request
+    /// taken inline has none to give up.
+    fn wait_on_client(&self) -> Result<(), LinkError> {
+        if let Ok(place) = PLACE.try_with(Arc::clone)
+            && !locked(&place).wait(&self.waiting)
+        {
+            return Err(LinkError::Failed(format!(
+                "{} requests of this client already wait on its answers, its limit (--max-in-flight)",
+                self.max_waiting
+            )));
+        }
+        Ok(())
     }
 
     fn is_closed(&self) -> bool {

@@ -87,7 +87,8 @@ pub async fn post(
             initialize(table, (client, &sender), id, params).await
         }
         (Incoming::Single(message), Some(session)) => {
-            exchange_for(one(&session, message, &sender), auth, resumable(&session)).await
+            let cap = session.max_in_flight;
+            exchange_for(one(&session, message, &sender, cap), auth, resumable(&session)).await
         }
         (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender, max_batch).await,
         (Incoming::Batch(_), None) => {
@@ -218,14 +219,16 @@ impl Drop for Answered {
     }
 }
 
-/// Take one message: notifications and answers at once, a request as work to run.
-fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> OneOf {
+/// Take one message: notifications and answers at once, a request as work to run unless
+/// `cap` requests of the session are running already.
+fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: usize) -> OneOf {
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             // Each running request holds its params, and a client that hangs up leaves it
             // running (the spec's rule): without a bound one client could stack them up.
-            if session.server.running() >= session.max_in_flight {
+            // Ending the session (DELETE) stops what it has running.
+            let Some(in_flight) = session.server.try_begin(&id, Some(&session.ended), cap) else {
                 let error = ErrorData::new(
                     ErrorCode(-32000),
                     format!(
@@ -239,9 +242,7 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>) -> One
                     Box::pin(std::future::ready(Some(Written { message, needed_scope: None }))),
                     notes,
                 );
-            }
-            // Ending the session (DELETE) stops what it has running.
-            let in_flight = session.server.begin(&id, Some(&session.ended));
+            };
             let origin = sender.origin(session);
             let front = Front {
                 origin,
@@ -341,10 +342,13 @@ async fn batch(
     }
     let (tx, notes) = tokio::sync::mpsc::channel(64);
     let mut works: Vec<Work> = Vec::new();
+    // A batch counts once against `--max-in-flight`: its elements run a few at a time, and
+    // one refused for the others queued beside it could not be sent on its own.
+    let cap = if session.server.running() < session.max_in_flight { usize::MAX } else { 0 };
     for item in items {
         match jsonrpc::batch_element(item) {
             Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
-            Ok(message) => match one(session, message, sender) {
+            Ok(message) => match one(session, message, sender, cap) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
                     // Each element's messages join the batch's one stream.

@@ -10,8 +10,8 @@
 //! stream without ids did), so nothing it has not read is dropped. Once nobody reads, each
 //! stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them (or its newest
 //! event alone, however large); a session keeps its newest [`STREAMS`] streams, holding at
-//! most [`SESSION_KEPT_BYTES`] besides the newest, and forgets finished ones
-//! [`FORGET_AFTER`] after they finish. (A stream read to its end is not forgotten then: the server cannot tell
+//! most [`SESSION_KEPT_BYTES`] besides the newest (finished streams forgotten first), and
+//! forgets finished ones [`FORGET_AFTER`] after they finish. (A stream read to its end is not forgotten then: the server cannot tell
 //! whether the bytes reached a client that had already gone.)
 
 use std::collections::VecDeque;
@@ -98,12 +98,19 @@ impl Kept {
     fn forget_old(&mut self) {
         let now = Instant::now();
         self.streams.retain(|stream| stream.finished().is_none_or(|at| now.duration_since(at) < FORGET_AFTER));
-        // The newest stream is kept whatever its size: its answer may be all it holds.
-        let mut bytes: usize = self.streams.iter().map(|stream| stream.bytes()).sum();
-        while self.streams.len() > 1 && bytes > SESSION_KEPT_BYTES {
-            if let Some(oldest) = self.streams.pop_front() {
-                bytes -= oldest.bytes();
-            }
+        // Sizes read once (streams grow meanwhile, without this lock), the newest's left out:
+        // it is kept whatever its size, since its answer may be all it holds.
+        let mut sizes: Vec<(usize, bool)> =
+            self.streams.iter().map(|stream| (stream.bytes(), stream.finished().is_some())).collect();
+        if sizes.pop().is_none() {
+            return;
+        }
+        let mut bytes: usize = sizes.iter().map(|(size, _)| size).sum();
+        while bytes > SESSION_KEPT_BYTES {
+            // Finished streams go first, oldest first: an unfinished one's answer is to come.
+            let at = sizes.iter().position(|(_, finished)| *finished).unwrap_or(0);
+            bytes -= sizes.remove(at).0;
+            self.streams.remove(at);
         }
     }
 }
@@ -280,15 +287,21 @@ mod tests {
             stream.push(big()).await;
             stream.finish();
         }
-        // Three finished streams of 600 KiB each: the oldest go until the rest fit in 1 MiB.
+        let kept = |number: u64| streams.find(&format!("p{number}.1")).is_ok_and(|s| s.is_some());
+        // Three finished streams of 600 KiB each: besides the newest, the oldest go until the
+        // rest fit in 1 MiB.
         streams.forget_old();
-        assert!(streams.find("p1.1").is_err() && streams.find("p2.1").is_err(), "kept past the session's bytes");
-        assert!(streams.find("p3.1").is_ok_and(|s| s.is_some()), "the newest stream is forgotten");
+        assert!(!kept(1), "kept past the session's bytes");
+        assert!(kept(2) && kept(3));
+        // An unfinished stream outlasts finished ones, and the newest is kept however large.
+        let running = streams.open();
+        running.push(big()).await;
         let huge = streams.open();
         huge.push(vec![b'y'; 4 << 20]).await;
         streams.forget_old();
-        assert!(streams.find("p4.1").is_ok_and(|s| s.is_some()), "the newest stream is kept however large");
-        assert!(streams.find("p3.1").is_err());
+        assert!(kept(5), "the newest stream is forgotten");
+        assert!(kept(4), "a stream whose answer is still to come went before finished ones");
+        assert!(!kept(2) && !kept(3));
     }
 
     #[tokio::test]

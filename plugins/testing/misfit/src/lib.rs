@@ -89,6 +89,7 @@ impl tools::Guest for Misfit {
                 "odd_progress",
                 "deep_output",
                 "huge_number",
+                "big_state",
             ]
             .into_iter()
             .map(|name| tool(name, OBJECT))
@@ -135,6 +136,18 @@ impl tools::Guest for Misfit {
                     })
                     .collect(),
                 state: None,
+            })),
+            // A question with 2 MiB of state to keep: sealed into a 2026-07-28 client's
+            // requestState, more than the client could be expected to send back.
+            "big_state" => Ok(tools::CallOutcome::InputRequired(InputRequired {
+                requests: vec![KeyedInputRequest {
+                    key: "name".into(),
+                    request: InputRequest::ElicitForm(ElicitForm {
+                        message: "who are you?".into(),
+                        requested_schema: OBJECT.into(),
+                    }),
+                }],
+                state: Some(vec![b's'; 2 << 20]),
             })),
             "list_storm" => {
                 for _ in 0..1_000 {
