@@ -318,3 +318,65 @@ async fn a_retry_that_leaves_the_roots_unanswered_keeps_its_other_answers() {
     assert!(first_text(&done).contains("ada"), "{done}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A stdio `subscriptions/listen` stream lasts until the client cancels it: it waits on the
+/// client, so it holds no place in flight (with as many streams as places the reader used
+/// to stop for good, and never read the cancellation that would end them), and past
+/// `--max-in-flight` of them one more is refused.
+#[test]
+fn stdio_listen_streams_hold_no_place_in_flight() {
+    let mut stdio = StdioServer::start_with(&["--no-watch", "--max-in-flight", "1"]);
+    let listen = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}})
+    };
+    stdio.send(&listen(5));
+    stdio.send(&listen(6));
+    let list = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
+    };
+    stdio.send(&list(7));
+    let (mut refused, mut listed) = (false, false);
+    while !(refused && listed) {
+        let message = stdio.read();
+        match message["id"].as_i64() {
+            Some(6) => {
+                assert_eq!(message["error"]["code"], -32000, "{message}");
+                refused = true;
+            }
+            Some(7) => {
+                assert!(message.get("result").is_some(), "{message}");
+                listed = true;
+            }
+            Some(other) => panic!("request {other} was answered: {message}"),
+            None => {}
+        }
+    }
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}));
+    stdio.send(&list(8));
+    loop {
+        let message = stdio.read();
+        if message["id"] == 8 {
+            break;
+        }
+    }
+    stdio.finish();
+}
+
+/// A 2025-03-26 batch counts once against a session's `--max-in-flight`: its elements queue
+/// to run a few at a time, and were each refused past the limit as if sent apart.
+#[tokio::test]
+async fn a_batch_counts_once_against_max_in_flight() {
+    let server = Server::http(&["--no-watch", "--max-in-flight", "2"]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-03-26", json!({})).await;
+    let batch: Vec<Value> = (10..15).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).collect();
+    let reply = client.post(&Value::Array(batch)).await;
+    for id in 10..15 {
+        assert!(reply.response(id).get("result").is_some(), "{}", reply.body);
+    }
+}

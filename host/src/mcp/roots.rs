@@ -51,21 +51,34 @@ pub struct CachedRoots {
     /// the client sent its messages: a request sent after the notification never runs with
     /// an answer fetched before it, even if its task runs while that fetch is still waiting.
     changes: AtomicU64,
-    /// The last answer and the `changes` it was asked at. Held across a fetch, so that
-    /// concurrent calls ask the client once.
-    fetched: tokio::sync::Mutex<Option<(u64, ClientRoots)>>,
+    /// The last answer and the `changes` it was asked at.
+    last: std::sync::Mutex<Option<(u64, ClientRoots)>>,
+    /// Held across a fetch, so that concurrent calls ask the client once: waiting for it is
+    /// waiting on the client.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl CachedRoots {
+    /// The last answer, if it was asked at `at`.
+    fn cached(&self, at: u64) -> Option<ClientRoots> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.as_ref().filter(|(asked_at, _)| *asked_at == at).map(|(_, roots)| roots.clone())
+    }
 }
 
 impl SessionState {
     /// This session's roots: the cached answer, or a fresh `roots/list` to the client. A
     /// client that fails to answer gets no roots, never the unnarrowed grants.
     pub async fn roots(&self, link: &dyn ClientLink) -> ClientRoots {
-        let mut fetched = match self.roots.fetched.try_lock() {
-            Ok(fetched) => fetched,
+        if let Some(roots) = self.roots.cached(self.roots.changes.load(Ordering::Acquire)) {
+            return roots;
+        }
+        let _fetching = match self.roots.fetching.try_lock() {
+            Ok(fetching) => fetching,
             // Another request is asking the client: waiting for its answer is waiting on
             // the client, and the transport must be free to read that answer.
             Err(_) => match link.wait_on_client() {
-                Ok(()) => self.roots.fetched.lock().await,
+                Ok(()) => self.roots.fetching.lock().await,
                 Err(e) => {
                     tracing::warn!("{e}; no roots are visible");
                     return ClientRoots::none();
@@ -73,10 +86,8 @@ impl SessionState {
             },
         };
         let asked_at = self.roots.changes.load(Ordering::Acquire);
-        if let Some((at, roots)) = fetched.as_ref()
-            && *at == asked_at
-        {
-            return roots.clone();
+        if let Some(roots) = self.roots.cached(asked_at) {
+            return roots;
         }
         let ask = link.request(ServerRequest::ListRootsRequest(ListRootsRequest::default()));
         let asked = tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, ask).instrument(client_request_span("roots/list"));
@@ -92,7 +103,7 @@ impl SessionState {
             Ok(roots) => {
                 // Kept as the answer of when it was asked: if the roots changed meanwhile,
                 // the next request asks again.
-                *fetched = Some((asked_at, roots.clone()));
+                *self.roots.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((asked_at, roots.clone()));
                 roots
             }
             Err(reason) => {

@@ -87,8 +87,8 @@ pub async fn post(
             initialize(table, (client, &sender), id, params).await
         }
         (Incoming::Single(message), Some(session)) => {
-            let cap = session.max_in_flight;
-            exchange_for(one(&session, message, &sender, cap), auth, resumable(&session)).await
+            let mut cap = session.max_in_flight;
+            exchange_for(one(&session, message, &sender, &mut cap), auth, resumable(&session)).await
         }
         (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender, max_batch).await,
         (Incoming::Batch(_), None) => {
@@ -220,15 +220,18 @@ impl Drop for Answered {
 }
 
 /// Take one message: notifications and answers at once, a request as work to run unless
-/// `cap` requests of the session are running already.
-fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: usize) -> OneOf {
+/// `cap` requests of the session are running already. A request admitted lifts `cap` for
+/// the requests after it in the same message (a batch counts once), one refused drops it.
+fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: &mut usize) -> OneOf {
     match message {
         Message::Request { id, method, params } => {
             let (link, notes) = exchange::link(Some(session.pending.clone()));
             // Each running request holds its params, and a client that hangs up leaves it
             // running (the spec's rule): without a bound one client could stack them up.
             // Ending the session (DELETE) stops what it has running.
-            let Some(in_flight) = session.server.try_begin(&id, Some(&session.ended), cap) else {
+            let admitted = session.server.try_begin(&id, Some(&session.ended), *cap);
+            *cap = if admitted.is_some() { usize::MAX } else { 0 };
+            let Some(in_flight) = admitted else {
                 let error = ErrorData::new(
                     ErrorCode(-32000),
                     format!(
@@ -342,13 +345,14 @@ async fn batch(
     }
     let (tx, notes) = tokio::sync::mpsc::channel(64);
     let mut works: Vec<Work> = Vec::new();
-    // A batch counts once against `--max-in-flight`: its elements run a few at a time, and
-    // one refused for the others queued beside it could not be sent on its own.
-    let cap = if session.server.running() < session.max_in_flight { usize::MAX } else { 0 };
+    // A batch counts once against `--max-in-flight`: its first request is admitted or not,
+    // and the others follow it (they run a few at a time, and one refused for the others
+    // queued beside it could not be sent on its own).
+    let mut cap = session.max_in_flight;
     for item in items {
         match jsonrpc::batch_element(item) {
             Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
-            Ok(message) => match one(session, message, sender, cap) {
+            Ok(message) => match one(session, message, sender, &mut cap) {
                 OneOf::Done(work) => works.push(work),
                 OneOf::Request(work, mut own) => {
                     // Each element's messages join the batch's one stream.
