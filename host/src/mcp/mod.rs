@@ -178,11 +178,6 @@ impl CapsuleServer {
         self.session.is_answering()
     }
 
-    /// How many requests of this session are running.
-    pub fn running(&self) -> usize {
-        self.session.running()
-    }
-
     /// [`Self::begin`], unless `cap` requests of this session are running already.
     pub fn try_begin(
         &self,

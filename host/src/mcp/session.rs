@@ -79,11 +79,6 @@ impl SessionState {
         InFlight { session: self.clone(), id: id.clone(), token: token.clone() }
     }
 
-    /// How many requests of this session are running.
-    pub fn running(&self) -> usize {
-        self.running.load(Ordering::Relaxed)
-    }
-
     /// Whether a request of this session is running.
     pub fn is_answering(&self) -> bool {
         !self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).is_empty()

@@ -176,12 +176,6 @@ fn parse_error(e: serde_json::Error) -> Refusal {
     }
 }
 
-/// Whether a JSON number is written as an integer (no fraction, no exponent).
-fn is_integer_literal(number: &str) -> bool {
-    let digits = number.strip_prefix('-').unwrap_or(number);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// Read one message (a whole body or line, or a batch element).
 fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
     // serde would read an array as a struct's fields in order.
@@ -211,7 +205,7 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
             }
             Ok(id) => Some(id),
             // An integer id is read as i64 (rmcp's `RequestId`); one beyond that is named so.
-            Err(_) if is_integer_literal(raw.get()) => {
+            Err(_) if raw.get().trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) => {
                 return Err(Refusal::invalid(
                     None,
                     "Invalid Request: \"id\" is an integer beyond the signed 64-bit range; send a smaller one or a string",

@@ -11,8 +11,9 @@
 //! stream keeps its newest [`KEPT`] events, at most [`KEPT_BYTES`] of them (or its newest
 //! event alone, however large); a session keeps its newest [`STREAMS`] streams, holding at
 //! most [`SESSION_KEPT_BYTES`] besides the newest (finished streams forgotten first), and
-//! forgets finished ones [`FORGET_AFTER`] after they finish. (A stream read to its end is not forgotten then: the server cannot tell
-//! whether the bytes reached a client that had already gone.)
+//! forgets finished ones [`FORGET_AFTER`] after they finish. (A stream read to its end is
+//! not forgotten then: the server cannot tell whether the bytes reached a client that had
+//! already gone.)
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
