@@ -8,7 +8,7 @@
 //! so every event goes to exactly one live stream.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -39,7 +39,7 @@ const EVICTABLE_AFTER: Duration = Duration::from_secs(60);
 /// One legacy session.
 pub struct Session {
     pub id: Arc<str>,
-    /// The client's address, for the per-address limit.
+    /// The client's address as counted for the per-address limit ([`counted_address`]).
     client: Option<IpAddr>,
     /// The principal that opened it (a tenant with `[auth]`); no other may use it.
     principal: Option<Arc<str>>,
@@ -271,6 +271,19 @@ impl SessionCounts {
     }
 }
 
+/// The address a client's sessions are counted by. An IPv6 client is its /64 network: a
+/// host is commonly handed a whole /64 and may send from any address in it. An IPv4 client
+/// reaching a dual-stack listener (`::ffff:a.b.c.d`) is its IPv4 address.
+fn counted_address(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        },
+    }
+}
+
 struct Live {
     /// Where sessions are counted, as the tenant's.
     metrics: Arc<Metrics>,
@@ -376,6 +389,7 @@ impl SessionTable {
     /// the server's), the tenant's session idle longest makes room if it has been idle a
     /// while: a tenant never ends another's sessions.
     pub fn create(&self, client: Option<IpAddr>, principal: Option<Arc<str>>) -> Result<Arc<Session>, Full> {
+        let client = client.map(counted_address);
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
         let counts = live.counts.clone();
         if let Some(address) = client
@@ -458,5 +472,34 @@ impl SessionTable {
         for session in sessions {
             session.posts.forget_old();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted(address: &str) -> IpAddr {
+        counted_address(address.parse().unwrap())
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_slash_64() {
+        assert_eq!(counted("2001:db8:1:2:aaaa::1"), counted("2001:db8:1:2:ffff:1:2:3"));
+        assert_ne!(counted("2001:db8:1:2::1"), counted("2001:db8:1:3::1"));
+        assert_eq!(counted("::ffff:192.0.2.7"), counted("192.0.2.7"));
+        assert_ne!(counted("192.0.2.7"), counted("192.0.2.8"));
+    }
+
+    #[test]
+    fn addresses_in_one_slash_64_share_one_count() {
+        let counts = SessionCounts::default();
+        let (a, b) = (counted("2001:db8::1"), counted("2001:db8::ffff:2"));
+        assert!(counts.admit_address(a, 2));
+        assert!(counts.admit_address(b, 2));
+        assert!(!counts.admit_address(counted("2001:db8::3"), 2));
+        assert!(counts.admit_address(counted("2001:db8:0:1::1"), 2));
+        counts.release_address(Some(a));
+        assert!(counts.admit_address(b, 2));
     }
 }
