@@ -167,6 +167,26 @@ async fn arguments_failing_the_schema_are_a_tool_error() {
     assert!(text.len() < 1_000 && text.contains("/a: the value is not of type"), "{text}");
 }
 
+/// The guest gets the client's own bytes, so a key given twice would be checked against the
+/// schema as one value and read by the plugin's parser (many keep the first) as another.
+#[tokio::test]
+async fn a_key_given_twice_in_arguments_is_a_tool_error() {
+    let server = server();
+    let client = session(&server).await;
+    for (id, arguments) in [(1, r#"{"a":"one","b":2,"a":1}"#), (2, r#"{"a":1,"b":{"x":1,"x":2}}"#)] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"add","arguments":{arguments}}}}}"#
+        );
+        let reply = client.post_raw(body, &[]).await;
+        let result = &reply.messages[0]["result"];
+        assert_eq!(result["isError"], true, "{}", reply.body);
+        let text = first_text(result);
+        assert!(text.contains("Invalid arguments for tool add") && text.contains("appears twice"), "{text}");
+    }
+    let fine = client.request(3, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(first_text(&fine["result"]), "3", "{fine}");
+}
+
 #[tokio::test]
 async fn oversized_body_is_rejected() {
     let server = server();

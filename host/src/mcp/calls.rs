@@ -18,6 +18,7 @@ use super::meta::Meta;
 use super::reply::{Reply, ToolReply, wire_json};
 use super::request::RequestCx;
 use super::state::{Arguments, Binding};
+use super::unique::{self, Unreadable};
 use super::{
     CapsuleServer, Completion, Failure, PromptGet, ResourceRead, Round, Rounds, ToolCall, authorize, call_error,
     check_uri, convert, input, off_reactor, plugin_error,
@@ -96,8 +97,13 @@ impl CapsuleServer {
             return failed(quota.to_string());
         }
         let text = params.arguments.map_or("{}", RawValue::get);
-        let arguments: Value = serde_json::from_str(text)
-            .map_err(|e| ErrorData::invalid_params(format!("Invalid params: arguments: {e}"), None))?;
+        let arguments = match unique::parse(text) {
+            Ok(arguments) => arguments,
+            Err(Unreadable::Syntax(e)) => {
+                return Err(ErrorData::invalid_params(format!("Invalid params: arguments: {e}"), None));
+            }
+            Err(Unreadable::Duplicate(e)) => return failed(format!("Invalid arguments for tool {}: {e}", params.name)),
+        };
         if !arguments.is_object() {
             return Err(ErrorData::invalid_params("Invalid params: arguments must be an object", None));
         }

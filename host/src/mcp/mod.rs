@@ -24,6 +24,7 @@ mod request;
 mod roots;
 mod session;
 mod state;
+mod unique;
 
 use std::sync::Arc;
 
