@@ -380,3 +380,36 @@ async fn a_batch_counts_once_against_max_in_flight() {
         assert!(reply.response(id).get("result").is_some(), "{}", reply.body);
     }
 }
+
+/// A batch's elements are read only once its length is allowed: two million `0`s in a
+/// 4 MiB body each became a refusal (the server's peak went from 44 to 394 MB) before the
+/// batch was refused for its length.
+#[tokio::test]
+async fn a_batch_past_max_batch_is_refused_unread() {
+    let server = Server::http(&["--no-watch"]);
+    let peak_mib = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap();
+        kib >> 10
+    };
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-03-26", json!({})).await;
+    let before = peak_mib();
+    let count = 2_000_000;
+    let body = format!("[{}0]", "0,".repeat(count - 1));
+    let reply = client.post_raw(body, &[]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.messages[0]["error"];
+    assert_eq!(error["code"], -32600, "{}", reply.body);
+    assert!(error["message"].as_str().unwrap().ends_with(&format!("this one holds {count}")), "{}", reply.body);
+    let grew = peak_mib().saturating_sub(before);
+    assert!(grew < 64, "the server's peak grew {grew} MiB for one refused batch");
+    assert!(client.request(2, "ping", json!({})).await.get("result").is_some());
+}

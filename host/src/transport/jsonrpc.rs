@@ -145,7 +145,59 @@ impl Refusal {
 /// its own).
 pub enum Incoming<'a> {
     Single(Message<'a>),
-    Batch(Vec<Result<Message<'a>, Refusal>>),
+    Batch(Batch<'a>),
+}
+
+/// The most elements of a batch kept for reading: `--max-batch`'s ceiling. A longer batch is
+/// refused whole, so its elements past this are only counted.
+pub const BATCH_CEILING: usize = 10_000;
+
+/// A batch whose elements are read as messages only once its length is allowed: two million
+/// `0`s in a 4 MiB body would otherwise each become a refusal (hundreds of MB) before the
+/// batch was refused for its length.
+pub struct Batch<'a> {
+    items: Vec<&'a RawValue>,
+    len: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// How many elements the batch holds.
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
+    /// Its elements as messages (for a batch no longer than [`BATCH_CEILING`]).
+    pub fn messages(self) -> impl Iterator<Item = Result<Message<'a>, Refusal>> {
+        debug_assert_eq!(self.items.len(), self.len, "a batch past the ceiling is refused unread");
+        self.items.into_iter().map(|item| message(item.get().as_bytes()))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Batch<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Elements;
+        impl<'de> serde::de::Visitor<'de> for Elements {
+            type Value = Batch<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC batch")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Batch<'de>, A::Error> {
+                let mut batch = Batch { items: Vec::new(), len: 0 };
+                while batch.len < BATCH_CEILING {
+                    let Some(item) = seq.next_element::<&RawValue>()? else { return Ok(batch) };
+                    batch.items.push(item);
+                    batch.len += 1;
+                }
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    batch.len += 1;
+                }
+                Ok(batch)
+            }
+        }
+        deserializer.deserialize_seq(Elements)
+    }
 }
 
 /// The JSON text of a body or line: without the UTF-8 byte order mark a client may put
@@ -160,11 +212,11 @@ pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Refusal> {
     let bytes = without_bom(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
-        let items: Vec<&RawValue> = serde_json::from_slice(bytes).map_err(parse_error)?;
-        if items.is_empty() {
+        let batch: Batch = serde_json::from_slice(bytes).map_err(parse_error)?;
+        if batch.len == 0 {
             return Err(Refusal::invalid(None, "Invalid Request: empty batch"));
         }
-        return Ok(Incoming::Batch(items.into_iter().map(|item| message(item.get().as_bytes())).collect()));
+        return Ok(Incoming::Batch(batch));
     }
     message(bytes).map(Incoming::Single)
 }
@@ -337,8 +389,8 @@ mod tests {
         assert_eq!(code(single("{").unwrap_err()), (None, -32700));
         assert_eq!(code(single("\"x").unwrap_err()), (None, -32700));
         assert_eq!(code(single("42").unwrap_err()), (None, -32600));
-        let Ok(Incoming::Batch(mut items)) = read(br#"[["2.0", "ping"]]"#) else { panic!("a batch") };
-        assert_eq!(code(items.remove(0).unwrap_err()).1, -32600);
+        let Ok(Incoming::Batch(batch)) = read(br#"[["2.0", "ping"]]"#) else { panic!("a batch") };
+        assert_eq!(code(batch.messages().next().unwrap().unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":4}"#).unwrap_err()), (Some(RequestId::Number(4)), -32600));
         assert_eq!(code(single(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err()).1, -32600);
         assert_eq!(code(single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err()), (None, -32600));
@@ -392,9 +444,11 @@ mod tests {
             code(single(r#"{"jsonrpc":"2.0","id":3,"result":null,"error":null}"#).unwrap_err()),
             (Some(RequestId::Number(3)), -32600)
         );
-        assert!(
-            matches!(read(b" [1, {\"jsonrpc\":\"2.0\",\"method\":\"x\"}]"), Ok(Incoming::Batch(items)) if items.len() == 2 && items[0].is_err() && items[1].is_ok())
-        );
+        let Ok(Incoming::Batch(batch)) = read(b" [1, {\"jsonrpc\":\"2.0\",\"method\":\"x\"}]") else {
+            panic!("a batch")
+        };
+        let items: Vec<_> = batch.messages().collect();
+        assert!(items.len() == 2 && items[0].is_err() && items[1].is_ok());
         assert_eq!(code(read(b"[]").err().unwrap()).1, -32600);
         let not_utf8 = read(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err().unwrap();
         assert_eq!(code(not_utf8), (None, -32700));
@@ -405,6 +459,15 @@ mod tests {
         ));
         assert!(matches!(read(b"\xEF\xBB\xBF[{\"jsonrpc\":\"2.0\",\"method\":\"x\"}]"), Ok(Incoming::Batch(_))));
         assert_eq!(code(read(b" \xEF\xBB\xBF{}").err().unwrap()), (None, -32700));
+    }
+
+    /// A batch past the ceiling is only counted: its elements are never read as messages.
+    #[test]
+    fn a_long_batch_is_counted_not_read() {
+        let body = format!("[{}0]", "0,".repeat(2 * BATCH_CEILING));
+        let Ok(Incoming::Batch(batch)) = read(body.as_bytes()) else { panic!("a batch") };
+        assert_eq!((batch.size(), batch.items.len()), (2 * BATCH_CEILING + 1, BATCH_CEILING));
+        assert!(read(format!("[{}0", "0,".repeat(2 * BATCH_CEILING)).as_bytes()).is_err(), "an unclosed batch");
     }
 
     #[test]
@@ -421,7 +484,7 @@ mod tests {
         ) else {
             panic!("a batch")
         };
-        let mut elements = items.into_iter().map(batch_element);
+        let mut elements = items.messages().map(batch_element);
         let answered = |element: Option<Result<Message<'_>, Vec<u8>>>| -> Value {
             serde_json::from_slice(&element.unwrap().expect_err("answered at once")).unwrap()
         };

@@ -29,7 +29,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::jsonrpc::{self, Batch, Incoming, Message, Refusal};
 use super::pending::{Outbox, Pending};
 use crate::mcp::{CapsuleServer, ClientLink, Front, LinkError, LinkFuture, Origin, Shared};
 use crate::telemetry::Traffic;
@@ -410,13 +410,13 @@ impl Connection {
     }
 
     /// A batch: only on 2025-03-26 connections, never holding `initialize`.
-    async fn batch(&self, items: Vec<Result<Message<'_>, Refusal>>) {
-        let size = (items.len(), self.max_batch);
+    async fn batch(&self, items: Batch<'_>) {
+        let size = (items.size(), self.max_batch);
         if let Err(refused) = jsonrpc::batch_allowed(self.server.negotiated().as_ref(), "connection", size) {
             return self.link.write(jsonrpc::error(None, &refused)).await;
         }
         let mut answers: Vec<Answer> = Vec::new();
-        for item in items {
+        for item in items.messages() {
             match jsonrpc::batch_element(item) {
                 Err(answer) => answers.push(Box::pin(std::future::ready(Some(answer)))),
                 Ok(message) => answers.extend(self.message(message).await),

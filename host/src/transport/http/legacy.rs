@@ -12,7 +12,7 @@ use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::super::jsonrpc::{self, Batch, Incoming, Message};
 use super::checks;
 use super::exchange::{self, Answer, OnDrop, json};
 use super::resume::PostStreams;
@@ -333,13 +333,8 @@ async fn exchange_for(work: OneOf, auth: Option<&Arc<Authenticator>>, resumable:
 
 /// A batch (2025-03-26 sessions only): its requests run concurrently (8 at a time) and their answers come
 /// back together, with anything they send the client on the same stream.
-async fn batch(
-    session: &Arc<Session>,
-    items: Vec<Result<Message<'_>, Refusal>>,
-    sender: &Sender<'_>,
-    max_batch: usize,
-) -> Response {
-    let size = (items.len(), max_batch);
+async fn batch(session: &Arc<Session>, items: Batch<'_>, sender: &Sender<'_>, max_batch: usize) -> Response {
+    let size = (items.size(), max_batch);
     if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session", size) {
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
@@ -349,7 +344,7 @@ async fn batch(
     // and the others follow it (they run a few at a time, and one refused for the others
     // queued beside it could not be sent on its own).
     let mut cap = session.max_in_flight;
-    for item in items {
+    for item in items.messages() {
         match jsonrpc::batch_element(item) {
             Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
             Ok(message) => match one(session, message, sender, &mut cap) {
