@@ -215,6 +215,20 @@ pub fn covers(subscribed: &str, updated: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || subscribed.ends_with('/') || rest.starts_with('/'))
 }
 
+/// Whether any of `subscriptions` covers `updated`. Only `updated` itself and its prefixes
+/// that end at a `/` or just before one can, so those are looked up, unless the URI has more
+/// of them than there are subscriptions to try.
+fn any_covers(subscriptions: &BTreeSet<String>, updated: &str) -> bool {
+    let cuts = updated.bytes().filter(|&b| b == b'/').count();
+    if subscriptions.len() <= 2 * cuts + 1 {
+        return subscriptions.iter().any(|s| covers(s, updated));
+    }
+    subscriptions.contains(updated)
+        || updated
+            .match_indices('/')
+            .any(|(at, _)| subscriptions.contains(&updated[..at]) || subscriptions.contains(&updated[..=at]))
+}
+
 /// A registered session; neither field keeps the session alive once it ends.
 struct Live {
     link: Arc<dyn ClientLink>,
@@ -257,11 +271,12 @@ impl Sessions {
         self.changes.subscribe()
     }
 
-    /// The live sessions (forgetting closed ones), with what each should be sent.
-    fn each<T: Send + 'static>(&self, what: impl Fn(&SessionState) -> Option<T>) -> Vec<(Arc<dyn ClientLink>, T)> {
+    /// The live sessions (forgetting closed ones). The lock, which every session's start
+    /// takes, is held only to copy them out.
+    fn snapshot(&self) -> Vec<(Arc<dyn ClientLink>, Weak<SessionState>)> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.is_gone());
-        live.iter().filter_map(|l| Some((l.link.clone(), what(&*l.state.upgrade()?)?))).collect()
+        live.iter().map(|l| (l.link.clone(), l.state.clone())).collect()
     }
 
     /// Tell every client that may hold a list older than `new` that it changed: not one that
@@ -298,21 +313,31 @@ impl Sessions {
         for uri in &uris {
             let _ = self.changes.send(Change::Resource(uri.as_str().into()));
         }
-        let wanted = |state: &SessionState| {
-            let subscriptions = state.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
-            let wanted: Vec<String> =
-                uris.iter().filter(|uri| subscriptions.iter().any(|s| covers(s, uri))).cloned().collect();
-            (!wanted.is_empty()).then_some(wanted)
-        };
-        for (link, wanted) in self.each(wanted) {
-            send_in_time(async move {
-                for uri in wanted {
-                    let param = ResourceUpdatedNotificationParam::new(uri);
-                    link.notify(ResourceUpdatedNotification::new(param).into()).await?;
-                }
-                Ok(())
-            });
+        let sessions = self.snapshot();
+        if sessions.is_empty() || uris.is_empty() {
+            return;
         }
+        // Sessions × URIs of matching: on the blocking pool, not an async worker, since
+        // clients choose how many sessions and subscriptions there are.
+        tokio::task::spawn_blocking(move || {
+            for (link, state) in sessions {
+                let Some(state) = state.upgrade() else { continue };
+                let wanted: Vec<String> = {
+                    let subscriptions = state.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+                    uris.iter().filter(|uri| any_covers(&subscriptions, uri)).cloned().collect()
+                };
+                if wanted.is_empty() {
+                    continue;
+                }
+                send_in_time(async move {
+                    for uri in wanted {
+                        let param = ResourceUpdatedNotificationParam::new(uri);
+                        link.notify(ResourceUpdatedNotification::new(param).into()).await?;
+                    }
+                    Ok(())
+                });
+            }
+        });
     }
 }
 
@@ -434,5 +459,51 @@ mod tests {
         assert!(!covers("file:///a/b", "file:///a/bc"));
         assert!(!covers("file:///a/b/c.txt", "file:///a/b"));
         assert!(!covers("calc://units/length", "calc://units/lengths"));
+    }
+
+    /// The looked-up prefixes find exactly what trying every subscription finds.
+    #[test]
+    fn looking_up_prefixes_agrees_with_trying_every_subscription() {
+        let pieces = ["file:", "/", "//", "a", "b/", "c.txt", "x"];
+        let mut uris = vec![String::new()];
+        for _ in 0..4 {
+            uris = uris.iter().flat_map(|u| pieces.iter().map(move |p| format!("{u}{p}"))).collect();
+        }
+        // More subscriptions than any URI here has prefixes to look up, so the lookup is used.
+        let subscriptions: BTreeSet<String> = uris.iter().step_by(3).cloned().collect();
+        assert!(subscriptions.len() > 2 * 4 * 2 + 1);
+        for updated in &uris {
+            let tried = subscriptions.iter().any(|s| covers(s, updated));
+            assert_eq!(any_covers(&subscriptions, updated), tried, "{updated}");
+        }
+    }
+
+    /// Announcing an update to many sessions holds the registry's lock only to copy them out
+    /// and runs off the async workers; each subscribed session hears of it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn updates_reach_the_subscribed_sessions() {
+        let sessions = Sessions::default();
+        let joined = Arc::new(Catalog::default());
+        let mut held = Vec::new();
+        let mut heard = Vec::new();
+        for n in 0..3 {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let state = Arc::new(SessionState::default());
+            if n != 1 {
+                state.subscriptions.lock().unwrap().insert(format!("file:///s{n}/"));
+            }
+            sessions.register(Arc::new(Recorder(tx)), state.clone(), &joined);
+            held.push(state);
+            heard.push(rx);
+        }
+        sessions.resources_updated(vec!["file:///s0/a.txt".into(), "file:///s2/b/c".into()]);
+        let within = std::time::Duration::from_secs(5);
+        let uri = |n: Result<Option<ServerNotification>, _>| match n {
+            Ok(Some(ServerNotification::ResourceUpdatedNotification(n))) => n.params.uri,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(uri(tokio::time::timeout(within, heard[0].recv()).await), "file:///s0/a.txt");
+        assert_eq!(uri(tokio::time::timeout(within, heard[2].recv()).await), "file:///s2/b/c");
+        assert!(heard[1].try_recv().is_err() && heard[0].try_recv().is_err());
     }
 }

@@ -31,6 +31,9 @@ use crate::telemetry::Metrics;
 
 /// Events a session keeps for its GET stream (and for resuming it).
 const RING: usize = 64;
+/// Bytes of events a session keeps besides the newest: an update names a URI of up to 16 KiB
+/// (a client's file path, say), and 64 of those in every idle session add up.
+const RING_BYTES: usize = 64 << 10;
 /// Priming ids of its GET streams a session keeps for a resume.
 const PRIMED: usize = 8;
 /// Under pressure, a session idle this long may be ended to make room for a new one.
@@ -64,6 +67,8 @@ pub struct Session {
 #[derive(Default)]
 struct Ring {
     events: VecDeque<(u64, Arc<str>)>,
+    /// The bytes of `events`.
+    bytes: usize,
     next_id: u64,
     /// The newest event a stream has taken.
     delivered: u64,
@@ -75,18 +80,26 @@ struct Ring {
     streams_open: usize,
 }
 
-impl Session {
-    /// Queue an event for the GET stream, dropping the oldest if the ring is full.
-    fn push(&self, message: Vec<u8>) {
-        let mut ring = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        ring.next_id += 1;
-        let id = ring.next_id;
-        if ring.events.len() == RING {
-            ring.events.pop_front();
+impl Ring {
+    /// Keep `event` under the next id, dropping the oldest while there are [`RING`] events
+    /// or [`RING_BYTES`] besides it.
+    fn push(&mut self, event: Arc<str>) {
+        self.next_id += 1;
+        while self.events.len() == RING || (!self.events.is_empty() && self.bytes + event.len() > RING_BYTES) {
+            let Some((_, dropped)) = self.events.pop_front() else { break };
+            self.bytes -= dropped.len();
         }
+        self.bytes += event.len();
+        self.events.push_back((self.next_id, event));
+    }
+}
+
+impl Session {
+    /// Queue an event for the GET stream, dropping the oldest while the ring is full.
+    fn push(&self, message: Vec<u8>) {
         // Serialised JSON is UTF-8.
-        ring.events.push_back((id, String::from_utf8(message).unwrap_or_default().into()));
-        drop(ring);
+        let event: Arc<str> = String::from_utf8(message).unwrap_or_default().into();
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
         self.wake.notify_waiters();
     }
 
@@ -489,6 +502,23 @@ mod tests {
         assert_ne!(counted("2001:db8:1:2::1"), counted("2001:db8:1:3::1"));
         assert_eq!(counted("::ffff:192.0.2.7"), counted("192.0.2.7"));
         assert_ne!(counted("192.0.2.7"), counted("192.0.2.8"));
+    }
+
+    #[test]
+    fn the_ring_is_bounded_in_events_and_bytes() {
+        let mut ring = Ring::default();
+        for _ in 0..100 {
+            ring.push("e".into());
+        }
+        assert_eq!((ring.events.len(), ring.events[0].0, ring.next_id), (RING, 37, 100));
+        let big: Arc<str> = "u".repeat(16 << 10).into();
+        for _ in 0..10 {
+            ring.push(big.clone());
+        }
+        assert_eq!(ring.events.len(), RING_BYTES / big.len(), "the newest that fit in {RING_BYTES} bytes");
+        assert_eq!(ring.bytes, ring.events.iter().map(|(_, e)| e.len()).sum::<usize>());
+        ring.push("x".repeat(RING_BYTES * 2).into());
+        assert_eq!((ring.events.len(), ring.events[0].0), (1, 111), "the newest is kept, however large");
     }
 
     #[test]
