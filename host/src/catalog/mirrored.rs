@@ -25,6 +25,7 @@ impl MirroredParam {
 /// `properties` alone (the only way a client can find them without evaluating the schema).
 /// `Err` says which annotation breaks which rule.
 pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam]>, String> {
+    stray(schema, (false, true), &mut String::new())?;
     let mut found = Vec::new();
     collect(schema.get("properties"), &mut Vec::new(), &mut found)?;
     for (i, param) in found.iter().enumerate() {
@@ -40,6 +41,56 @@ pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam
     Ok(found.into())
 }
 
+/// Keywords whose values are data, not schemas: a key `x-mcp-header` in them is no annotation.
+const DATA: [&str; 4] = ["const", "enum", "default", "examples"];
+
+/// Refuse an annotation where a client would not look for it: on the root, or reached through
+/// anything but `properties` (`items`, `anyOf`, `$defs`, ...). Clients drop such a tool.
+/// `reachable`: whether `schema` is a property reached through `properties` alone; `chain`:
+/// whether its own properties are.
+fn stray(schema: &Map<String, Value>, (reachable, chain): (bool, bool), at: &mut String) -> Result<(), String> {
+    if !reachable && schema.contains_key("x-mcp-header") {
+        let place = if at.is_empty() { "the schema's root".to_owned() } else { format!("`{at}`") };
+        return Err(format!(
+            "x-mcp-header at {place} is not on a property reached through \"properties\" alone; clients look \
+             for it nowhere else, and drop a tool that has one there"
+        ));
+    }
+    for (key, value) in schema {
+        if DATA.contains(&key.as_str()) {
+            continue;
+        }
+        let len = at.len();
+        at.push('/');
+        at.push_str(key);
+        match (key.as_str(), value) {
+            ("properties", Value::Object(properties)) => {
+                for (name, property) in properties {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(name);
+                    if let Value::Object(property) = property {
+                        stray(property, (chain, chain), at)?;
+                    }
+                    at.truncate(len);
+                }
+            }
+            _ => stray_in(value, at)?,
+        }
+        at.truncate(len);
+    }
+    Ok(())
+}
+
+/// [`stray`] for a value off the `properties` chain: every schema in it is unreachable.
+fn stray_in(value: &Value, at: &mut String) -> Result<(), String> {
+    match value {
+        Value::Object(schema) => stray(schema, (false, false), at),
+        Value::Array(items) => items.iter().try_for_each(|item| stray_in(item, at)),
+        _ => Ok(()),
+    }
+}
+
 fn collect(properties: Option<&Value>, path: &mut Vec<Box<str>>, out: &mut Vec<MirroredParam>) -> Result<(), String> {
     let Some(Value::Object(properties)) = properties else { return Ok(()) };
     for (name, schema) in properties {
@@ -47,10 +98,10 @@ fn collect(properties: Option<&Value>, path: &mut Vec<Box<str>>, out: &mut Vec<M
         if let Some(header) = schema.get("x-mcp-header") {
             let property = path.join(".");
             let header = checked_header(header).map_err(|reason| format!("x-mcp-header of `{property}` {reason}"))?;
-            if !is_primitive(schema.get("type")) {
+            if !matches!(schema.get("type").and_then(Value::as_str), Some("string" | "integer" | "boolean")) {
                 return Err(format!(
-                    "x-mcp-header of `{property}` is on a property whose \"type\" is not string, number, integer \
-                     or boolean; only primitive values can be mirrored into a header"
+                    "x-mcp-header of `{property}` is on a property whose \"type\" is not one of \"string\", \
+                     \"integer\" or \"boolean\" (2026-07-28 allows no other, nor a list of types)"
                 ));
             }
             out.push(MirroredParam { path: path.clone().into(), header: header.into() });
@@ -75,22 +126,6 @@ fn checked_header(value: &Value) -> Result<&str, &'static str> {
     Ok(header)
 }
 
-/// Whether a schema's `type` admits primitive values only (a `null` beside them is the
-/// absent header).
-fn is_primitive(ty: Option<&Value>) -> bool {
-    let primitive = |t: &str| matches!(t, "string" | "number" | "integer" | "boolean");
-    match ty {
-        Some(Value::String(t)) => primitive(t),
-        Some(Value::Array(types)) => {
-            let names: Option<Vec<&str>> = types.iter().map(Value::as_str).collect();
-            names.is_some_and(|names| {
-                names.iter().any(|t| primitive(t)) && names.iter().all(|t| primitive(t) || *t == "null")
-            })
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -106,8 +141,9 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "region": {"type": "string", "x-mcp-header": "Region"},
             "query": {"type": "string"},
-            "target": {"type": "object", "properties": {"n": {"type": ["integer", "null"], "x-mcp-header": "N"}}},
-            "list": {"type": "array", "items": {"type": "string", "x-mcp-header": "Item"}}
+            "target": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
+            "list": {"type": "array", "items": {"type": "string"}, "default": [{"x-mcp-header": "data"}]},
+            "x-mcp-header": {"type": "boolean"}
         }});
         let found = params(schema).unwrap();
         let found: Vec<(String, &str)> = found.iter().map(|p| (p.property(), &*p.header)).collect();
@@ -126,10 +162,27 @@ mod tests {
         assert!(with(json!("Re:gion"), json!("string")).contains("may only contain"));
         assert!(with(json!("Régión"), json!("string")).contains("may only contain"));
         assert!(with(json!(5), json!("string")).contains("must be a string"));
-        assert!(with(json!("P"), json!("object")).contains("only primitive"));
-        assert!(with(json!("P"), json!(["null"])).contains("only primitive"));
+        for ty in [json!("object"), json!("number"), json!(["null"]), json!(["string", "null"])] {
+            assert!(with(json!("P"), ty.clone()).contains("not one of \"string\", \"integer\" or \"boolean\""), "{ty}");
+        }
         let untyped = json!({"type": "object", "properties": {"p": {"x-mcp-header": "P"}}});
-        assert!(params(untyped).unwrap_err().contains("only primitive"));
+        assert!(params(untyped).unwrap_err().contains("not one of"));
+        let elsewhere = |schema: Value, at: &str| {
+            let error = params(schema).unwrap_err();
+            assert!(error.contains(&format!("x-mcp-header at {at} is not on a property")), "{error}");
+        };
+        let item = json!({"type": "string", "x-mcp-header": "Item"});
+        elsewhere(json!({"type": "object", "x-mcp-header": "Root"}), "the schema's root");
+        elsewhere(
+            json!({"type": "object", "properties": {"l": {"type": "array", "items": item}}}),
+            "`/properties/l/items`",
+        );
+        elsewhere(json!({"type": "object", "properties": {"u": {"anyOf": [item]}}}), "`/properties/u/anyOf`");
+        elsewhere(json!({"type": "object", "$defs": {"d": item}}), "`/$defs/d`");
+        elsewhere(
+            json!({"type": "object", "properties": {"o": {"additionalProperties": item}}}),
+            "`/properties/o/additionalProperties`",
+        );
         let twice = json!({"type": "object", "properties": {
             "a": {"type": "string", "x-mcp-header": "Region"},
             "b": {"type": "string", "x-mcp-header": "region"}
