@@ -316,11 +316,39 @@ impl CapsuleServer {
         let Round::Done(result) =
             self.run(cx, &plugin, &op, &request, &ClientRoots::NotOffered).await.map_err(|e| call_error(&plugin, e))?;
         let suggestions = result.map_err(|e| plugin_error(e, |m| ErrorData::invalid_params(m, None)))?;
-        let mut values = suggestions.values;
-        values.truncate(CompletionInfo::MAX_VALUES);
-        let mut info = CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
-        info.total = suggestions.total;
-        info.has_more = Some(suggestions.has_more);
-        Ok(CompleteResult::new(info))
+        clipped(suggestions).map(CompleteResult::new)
+    }
+}
+
+/// A plugin's suggestions as MCP allows them: at most [`CompletionInfo::MAX_VALUES`], and
+/// when more were cut off, `hasMore` says so (and `total` counts them, if the plugin did not).
+fn clipped(suggestions: wit::Suggestions) -> Result<CompletionInfo, ErrorData> {
+    let mut values = suggestions.values;
+    let given = values.len();
+    let cut = given > CompletionInfo::MAX_VALUES;
+    values.truncate(CompletionInfo::MAX_VALUES);
+    let mut info = CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
+    info.total = suggestions.total.or_else(|| cut.then(|| u32::try_from(given).unwrap_or(u32::MAX)));
+    info.has_more = Some(suggestions.has_more || cut);
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_cut_to_the_limit_say_there_are_more() {
+        let many = |n: usize, has_more, total| wit::Suggestions {
+            values: (0..n).map(|i| i.to_string()).collect(),
+            total,
+            has_more,
+        };
+        let info = clipped(many(150, false, None)).unwrap();
+        assert_eq!((info.values.len(), info.has_more, info.total), (100, Some(true), Some(150)));
+        let info = clipped(many(150, false, Some(900))).unwrap();
+        assert_eq!((info.has_more, info.total), (Some(true), Some(900)));
+        let info = clipped(many(3, false, None)).unwrap();
+        assert_eq!((info.values.len(), info.has_more, info.total), (3, Some(false), None));
     }
 }
