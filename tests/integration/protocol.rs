@@ -27,6 +27,47 @@ fn golden(name: &str, actual: &Value) {
     );
 }
 
+/// Fields arrive with revisions, and clients (the conformance suite too) check the wire
+/// against their revision's schema: an older session is sent none of a later one's fields.
+#[tokio::test]
+async fn each_revision_gets_only_the_fields_its_schema_has() {
+    let server = Server::http(&[]);
+    let keys = |value: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    for (version, annotations, since_06_18, since_11_25) in [
+        ("2024-11-05", false, false, false),
+        ("2025-03-26", true, false, false),
+        ("2025-06-18", true, true, false),
+        ("2025-11-25", true, true, true),
+    ] {
+        let mut client = Client::new(&server.url);
+        let init = client.initialize(version, json!({})).await;
+        assert_eq!(init["capabilities"].get("completions").is_some(), annotations, "{version}: {init}");
+        let info = &init["serverInfo"];
+        assert_eq!(info.get("title").is_some(), since_06_18, "{version}: {info}");
+        assert_eq!(info.get("description").is_some(), since_11_25, "{version}: {info}");
+        let tools = client.request(1, "tools/list", json!({})).await;
+        let evaluate = tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "evaluate").unwrap();
+        let mut expected = vec!["description", "inputSchema", "name"];
+        if annotations {
+            expected.push("annotations");
+        }
+        if since_06_18 {
+            expected.extend(["outputSchema", "title"]);
+        }
+        expected.sort();
+        assert_eq!(keys(evaluate), expected, "{version}: {evaluate}");
+        let call =
+            client.request(2, "tools/call", json!({"name": "evaluate", "arguments": {"expression": "1+2"}})).await;
+        let result = &call["result"];
+        assert_eq!(result.get("structuredContent").is_some(), since_06_18, "{version}: {call}");
+        assert_eq!(result["isError"], false, "{version}: {call}");
+    }
+}
+
 #[tokio::test]
 async fn initialize_and_lists_match_golden_fixtures() {
     let server = Server::http(&[]);

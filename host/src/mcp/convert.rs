@@ -16,12 +16,17 @@ use super::reply::{Block, Known, audio_as_text, link_as_text};
 use crate::catalog::ToolEntry;
 use crate::runtime::types as wit;
 
-pub fn tool(entry: &ToolEntry) -> Tool {
+/// A tool as `known`'s revision describes one: annotations arrived in 2025-03-26, titles and
+/// output schemas in 2025-06-18 (clients and the conformance suite check the wire against
+/// their revision's schema).
+pub fn tool(entry: &ToolEntry, known: Known) -> Tool {
     let t = &entry.tool;
     let mut tool = Tool::new(t.name.clone(), t.description.clone(), entry.input_schema.clone());
-    tool.title = t.title.clone();
-    tool.output_schema = entry.output_schema.clone();
-    tool.annotations = t.annotations.as_ref().map(|a| {
+    if known >= Known::Links {
+        tool.title = t.title.clone();
+        tool.output_schema = entry.output_schema.clone();
+    }
+    tool.annotations = t.annotations.as_ref().filter(|_| known >= Known::Audio).map(|a| {
         let mut annotations = ToolAnnotations::new();
         annotations.title = a.title.clone();
         annotations.read_only_hint = a.read_only_hint;
@@ -33,37 +38,42 @@ pub fn tool(entry: &ToolEntry) -> Tool {
     tool
 }
 
-pub fn resource(r: &wit::Resource) -> Resource {
+/// Titles (of resources, templates, prompts and their arguments) arrived in 2025-06-18.
+fn title(title: &Option<String>, known: Known) -> Option<String> {
+    title.clone().filter(|_| known >= Known::Links)
+}
+
+pub fn resource(r: &wit::Resource, known: Known) -> Resource {
     let mut out = Resource::new(r.uri.clone(), r.name.clone());
-    out.title = r.title.clone();
+    out.title = title(&r.title, known);
     out.description = r.description.clone();
     out.mime_type = r.mime_type.clone();
     out.size = r.size;
     out
 }
 
-pub fn template(t: &wit::ResourceTemplate) -> ResourceTemplate {
+pub fn template(t: &wit::ResourceTemplate, known: Known) -> ResourceTemplate {
     let mut out = ResourceTemplate::new(t.uri_template.clone(), t.name.clone());
-    out.title = t.title.clone();
+    out.title = title(&t.title, known);
     out.description = t.description.clone();
     out.mime_type = t.mime_type.clone();
     out
 }
 
-pub fn prompt(p: &wit::Prompt) -> Prompt {
+pub fn prompt(p: &wit::Prompt, known: Known) -> Prompt {
     let arguments = p
         .arguments
         .iter()
         .map(|a| {
             let mut arg = PromptArgument::new(a.name.clone()).with_required(a.required);
-            arg.title = a.title.clone();
+            arg.title = title(&a.title, known);
             arg.description = a.description.clone();
             arg
         })
         .collect::<Vec<_>>();
     let mut prompt =
         Prompt::new(p.name.clone(), Some(p.description.clone()), (!arguments.is_empty()).then_some(arguments));
-    prompt.title = p.title.clone();
+    prompt.title = title(&p.title, known);
     prompt
 }
 

@@ -71,6 +71,20 @@ pub fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
 pub fn initialize_result(params: &InitializeRequestParams) -> InitializeResult {
     let mut info = server_config();
     info.protocol_version = negotiate(&params.protocol_version);
+    // What the negotiated revision's schema has: completions arrived in 2025-03-26, the
+    // server's title in 2025-06-18, its description, website and icons in 2025-11-25.
+    let at_least = |version: ProtocolVersion| info.protocol_version.as_str() >= version.as_str();
+    if !at_least(ProtocolVersion::V_2025_03_26) {
+        info.capabilities.completions = None;
+    }
+    if !at_least(ProtocolVersion::V_2025_06_18) {
+        info.server_info.title = None;
+    }
+    if !at_least(ProtocolVersion::V_2025_11_25) {
+        info.server_info.description = None;
+        info.server_info.website_url = None;
+        info.server_info.icons = None;
+    }
     info
 }
 
@@ -148,7 +162,8 @@ impl CapsuleServer {
         self.noted(List::Tools, &catalog, params);
         let tools = visible(catalog.tools(), cx, |e| (&e.plugin, Kind::Tools, &e.tool.name));
         let (tools, next) = paged(&tools, params)?;
-        let mut result = ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry)).collect());
+        let mut result =
+            ListToolsResult::with_all_items(tools.iter().map(|entry| convert::tool(entry, cx.known())).collect());
         result.next_cursor = next;
         result.cache_scope = cache_scope(cx);
         Ok(result)
@@ -163,8 +178,9 @@ impl CapsuleServer {
         self.noted(List::Resources, &catalog, params);
         let resources = visible(catalog.resources(), cx, |e| (&e.plugin, Kind::Resources, &e.resource.uri));
         let (resources, next) = paged(&resources, params)?;
-        let mut result =
-            ListResourcesResult::with_all_items(resources.iter().map(|r| convert::resource(&r.resource)).collect());
+        let mut result = ListResourcesResult::with_all_items(
+            resources.iter().map(|r| convert::resource(&r.resource, cx.known())).collect(),
+        );
         result.next_cursor = next;
         result.cache_scope = cache_scope(cx);
         Ok(result)
@@ -180,7 +196,7 @@ impl CapsuleServer {
         let templates = visible(catalog.templates(), cx, |e| (&e.plugin, Kind::Resources, &e.template.uri_template));
         let (templates, next) = paged(&templates, params)?;
         let mut result = ListResourceTemplatesResult::with_all_items(
-            templates.iter().map(|t| convert::template(&t.template)).collect(),
+            templates.iter().map(|t| convert::template(&t.template, cx.known())).collect(),
         );
         result.next_cursor = next;
         result.cache_scope = cache_scope(cx);
@@ -197,7 +213,7 @@ impl CapsuleServer {
         let prompts = visible(catalog.prompts(), cx, |e| (&e.plugin, Kind::Prompts, &e.prompt.name));
         let (prompts, next) = paged(&prompts, params)?;
         let mut result =
-            ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt)).collect());
+            ListPromptsResult::with_all_items(prompts.iter().map(|p| convert::prompt(&p.prompt, cx.known())).collect());
         result.next_cursor = next;
         result.cache_scope = cache_scope(cx);
         Ok(result)

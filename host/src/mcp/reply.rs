@@ -37,9 +37,10 @@ impl Serialize for Reply {
     }
 }
 
-/// The content blocks a client's revision knows beyond 2024-11-05's text, image and
-/// embedded resource: audio arrived in 2025-03-26, resource links in 2025-06-18. A block the
-/// client does not know reaches it as text.
+/// What a client's revision knows beyond 2024-11-05. Content blocks: audio arrived in
+/// 2025-03-26, resource links in 2025-06-18 (a block the client does not know reaches it as
+/// text). Fields: tool annotations in 2025-03-26; titles, output schemas and structured
+/// content in 2025-06-18 (left out for older clients).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Known {
     Original,
@@ -97,7 +98,8 @@ impl Serialize for ToolReply {
             map.serialize_entry("resultType", "complete")?;
         }
         map.serialize_entry("content", &Blocks(&self.content, self.known))?;
-        if let Some(structured) = &self.structured {
+        // Structured content arrived in 2025-06-18.
+        if let Some(structured) = self.structured.as_ref().filter(|_| self.known >= Known::Links) {
             map.serialize_entry("structuredContent", structured)?;
         }
         map.serialize_entry("isError", &self.is_error)?;
@@ -311,7 +313,9 @@ mod tests {
             let expected = {
                 let blocks = content.iter().map(|c| convert::content(c, known)).collect();
                 let mut model = if is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
-                model.structured_content = Some(serde_json::from_str(structured).unwrap());
+                if known >= Known::Links {
+                    model.structured_content = Some(serde_json::from_str(structured).unwrap());
+                }
                 let mut model = ServerResult::CallToolResult(model);
                 if typed {
                     crate::mcp::lists::sign(&mut model);
