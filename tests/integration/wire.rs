@@ -543,6 +543,36 @@ async fn a_tool_calls_mirrored_headers_must_agree_with_its_arguments() {
     assert_eq!(code(&unknown), (200, json!(-32602)), "{}", unknown.body);
 }
 
+/// A request that describes itself in `_meta` but names a revision that begins with
+/// `initialize` is refused with -32022 naming the revisions a request can describe itself
+/// with, on stdio and HTTP alike (stdio used to answer `server/discover` as 2026-07-28 and
+/// `tools/list` with -32602; HTTP, with matching headers, a -32020 header mismatch).
+#[tokio::test]
+async fn a_self_described_request_naming_a_legacy_revision_is_told_which_it_can_name() {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25", "io.modelcontextprotocol/clientCapabilities": {}});
+    let check = |error: &serde_json::Value| {
+        assert_eq!(error["code"], -32022, "{error}");
+        assert_eq!(error["data"]["requested"], "2025-11-25", "{error}");
+        assert_eq!(error["data"]["supported"], json!([META_2026]), "{error}");
+    };
+    let mut stdio = StdioServer::start();
+    for (id, method) in [(1, "server/discover"), (2, "tools/list")] {
+        stdio.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": meta}}));
+        check(&stdio.read()["error"]);
+    }
+    stdio.finish();
+    let server = Server::http(&[]);
+    let client = Client::new(&server.url);
+    for (id, method) in [(3, "server/discover"), (4, "tools/list")] {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": meta}});
+        for headers in [vec![("mcp-protocol-version", "2025-11-25")], vec![]] {
+            let reply = client.post_raw(body.to_string(), &headers).await;
+            assert_eq!(reply.status, 400, "{}", reply.body);
+            check(&reply.response(id)["error"]);
+        }
+    }
+}
+
 /// A revision the server does not know, earlier or later than the ones it does, is refused
 /// with -32022 naming the supported ones and the request's id, whatever else the request
 /// carries; GET and DELETE, which have no body to answer in, get a plain 400.

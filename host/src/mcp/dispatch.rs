@@ -27,7 +27,7 @@ use crate::telemetry::Operation;
 
 use super::CapsuleServer;
 use super::calls::CallParams;
-use super::lists::{self, VERSIONS};
+use super::lists::{self, VERSIONS, self_described};
 use super::meta::{Meta, MetaView};
 use super::mirror;
 use super::reply::Reply;
@@ -468,6 +468,15 @@ impl CapsuleServer {
         let modern = method == "server/discover"
             || declares_modern(front)
             || requested.as_ref().is_some_and(|v| !v.has_initialize());
+        // A request that describes itself (or comes before any `initialize`) cannot name a
+        // revision that begins with `initialize` (the spec leaves it open): the revisions it
+        // can name are listed, so that the client sends one of them, or `initialize`, rather
+        // than retrying as it was.
+        if (modern || self.session.peer.get().is_none())
+            && let Some(version) = requested.as_ref().filter(|v| v.has_initialize())
+        {
+            return Err(ErrorData::unsupported_protocol_version(version.clone(), &self_described()));
+        }
         // A self-describing 2026-07-28 request belongs to no session: inside an HTTP session
         // it would escape the header rules its own revision holds it to (`Mcp-Method`,
         // `Mcp-Name`, `Mcp-Param-*`), which only a sessionless request is checked against.

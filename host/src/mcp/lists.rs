@@ -33,6 +33,11 @@ const MAX_SUBSCRIPTION_BYTES: usize = 256 << 10;
 /// Every revision served, oldest first.
 pub const VERSIONS: &[ProtocolVersion] = ProtocolVersion::KNOWN_VERSIONS;
 
+/// The revisions served whose requests describe themselves (no `initialize`).
+pub fn self_described() -> Vec<ProtocolVersion> {
+    VERSIONS.iter().filter(|v| !v.has_initialize()).cloned().collect()
+}
+
 /// What the server offers, as `initialize` and `server/discover` describe it.
 pub fn server_config() -> ServerConfig {
     let mut capabilities = ServerCapabilities::builder()

@@ -33,6 +33,7 @@ use rmcp::model::PaginatedRequestParams;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use lists::self_described;
 pub use request::{ClientLink, Front, LinkError, LinkFuture, Origin, TraceContext, Transport};
 pub use session::{InFlight, Sessions};
 pub use state::StateCodec;

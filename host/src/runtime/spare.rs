@@ -601,9 +601,10 @@ mod tests {
                     .expect("the call ran");
                 assert!(matches!(outcome, Ok(types::CallOutcome::Complete(_))), "statistics did not complete");
             };
+            // Ready, not merely counted: a spare is counted from the start of its build.
             let built_ahead = async || {
                 let deadline = Instant::now() + Duration::from_secs(10);
-                while runtime.spares() == 0 {
+                while !plugin.blueprint().ahead_ready.load(Ordering::Acquire) {
                     assert!(Instant::now() < deadline, "no spare was built ahead");
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }

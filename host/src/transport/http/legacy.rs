@@ -103,16 +103,24 @@ pub async fn post(
             json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error))
         }
         (Incoming::Single(message), None) => {
-            // A self-describing 2026-07-28 request that forgot its header is told so.
+            // A self-describing request that forgot its header is told so; one naming a
+            // revision that begins with `initialize` (or none served) is told which it can name.
             if let Message::Request { params, .. } | Message::Notification { params, .. } = &message
-                && declares_version(*params)
+                && let Some(version) = declared_version(*params)
             {
-                let error = ErrorData::header_mismatch(
-                    "the request's _meta names a protocol version, as only 2026-07-28 requests do: send it \
-                     with MCP-Protocol-Version: 2026-07-28 (an earlier revision needs a session: send initialize \
-                     first)",
-                    None,
-                );
+                let described = crate::mcp::self_described();
+                let error = if described.contains(&version) {
+                    ErrorData::header_mismatch(
+                        format!(
+                            "the request's _meta names protocol version {version}: send it with \
+                             MCP-Protocol-Version: {version} (an earlier revision needs a session: send initialize \
+                             first)"
+                        ),
+                        None,
+                    )
+                } else {
+                    ErrorData::unsupported_protocol_version(version, &described)
+                };
                 let id = match &message {
                     Message::Request { id, .. } => Some(id),
                     _ => None,
@@ -124,9 +132,9 @@ pub async fn post(
     }
 }
 
-/// Whether params carry `_meta` with a protocol version. Only objects count: serde would read
+/// The protocol version params name in `_meta`, if any. Only objects count: serde would read
 /// an array into these structs by position.
-fn declares_version(params: Option<&RawValue>) -> bool {
+fn declared_version(params: Option<&RawValue>) -> Option<ProtocolVersion> {
     #[derive(Deserialize)]
     struct Params<'a> {
         #[serde(rename = "_meta", borrow, default)]
@@ -135,7 +143,7 @@ fn declares_version(params: Option<&RawValue>) -> bool {
     #[derive(Deserialize)]
     struct Meta {
         #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
-        version: Option<serde::de::IgnoredAny>,
+        version: Option<ProtocolVersion>,
     }
     let object = |raw: &&RawValue| raw.get().starts_with('{');
     params
@@ -144,7 +152,7 @@ fn declares_version(params: Option<&RawValue>) -> bool {
         .and_then(|p| p.meta)
         .filter(object)
         .and_then(|m| serde_json::from_str::<Meta>(m.get()).ok())
-        .is_some_and(|m| m.version.is_some())
+        .and_then(|m| m.version)
 }
 
 /// Who sent a POST, and the trace context of its headers: what the origin of each of its
