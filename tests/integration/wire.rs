@@ -1275,8 +1275,10 @@ async fn connections_and_sessions_per_address_are_capped() {
     let third = Client::new(&server.url).try_initialize("2025-06-18", json!({})).await;
     assert_eq!(third.status, 503, "{}", third.body);
     assert!(third.body.contains("address"), "{}", third.body);
-    // Ending one makes room.
+    // Ending one makes room. A request on it then is told so, with its id.
     assert_eq!(first.end_session().await, 204);
+    let gone = first.post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})).await;
+    assert_eq!((gone.status, gone.response(7)["error"]["code"].clone()), (404, json!(-32001)), "{}", gone.body);
     let mut again = Client::new(&server.url);
     again.initialize("2025-06-18", json!({})).await;
     drop((first, second, again));

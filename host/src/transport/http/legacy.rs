@@ -50,10 +50,12 @@ fn caller_id(caller: &Caller) -> Option<&str> {
     caller.as_ref().map(|p| &*p.id)
 }
 
-fn no_session() -> Response {
+/// The answer to a request naming a session that is not live, with the request's id when
+/// there is one.
+fn no_session(id: Option<&RequestId>) -> Response {
     json(
         StatusCode::NOT_FOUND,
-        jsonrpc::error(None, &ErrorData::new(ErrorCode(-32001), "no such session (it may have ended)", None)),
+        jsonrpc::error(id, &ErrorData::new(ErrorCode(-32001), "no such session (it may have ended)", None)),
     )
 }
 
@@ -77,7 +79,13 @@ pub async fn post(
     let session = match named {
         Some(id) => match table.get(id, caller_id(caller)) {
             Some(session) => Some(session),
-            None => return no_session(),
+            None => {
+                let id = match &incoming {
+                    Incoming::Single(Message::Request { id, .. }) => Some(id),
+                    _ => None,
+                };
+                return no_session(id);
+            }
         },
         None => None,
     };
@@ -390,7 +398,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
         Ok(id) => id,
         Err(reason) => return text(400, reason),
     };
-    let Some(session) = table.get(id, caller_id(caller)) else { return no_session() };
+    let Some(session) = table.get(id, caller_id(caller)) else { return no_session(None) };
     // An empty id is no id (an EventSource that saw none sends none); one that is not text
     // is no id this session issued.
     let Ok(resume) = checks::at_most_once(headers, "last-event-id") else {
@@ -425,5 +433,5 @@ pub fn delete(table: &SessionTable, headers: &HeaderMap, caller: &Caller) -> Res
         Ok(id) => id,
         Err(reason) => return text(400, reason),
     };
-    if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session() }
+    if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session(None) }
 }
