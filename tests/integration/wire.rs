@@ -387,6 +387,11 @@ async fn stateless_requests_are_answered_with_json() {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}});
     let headers = [("mcp-protocol-version", META_2026), ("mcp-method", "notifications/cancelled")];
     assert_eq!(client.post_raw(note.to_string(), &headers).await.status, 202);
+    // Its headers are undefined in 2026-07-28: without Mcp-Method it is taken too, with a
+    // wrong one it is not.
+    assert_eq!(client.post_raw(note.to_string(), &headers[..1]).await.status, 202);
+    let wrong = client.post_raw(note.to_string(), &[headers[0], ("mcp-method", "tools/list")]).await;
+    assert_eq!(wrong.status, 400, "{}", wrong.body);
 }
 
 #[tokio::test]

@@ -10,9 +10,12 @@ use crate::mcp::excerpt;
 use crate::mcp::mirror::{self, Named};
 
 /// Check the standard headers of a request or notification, except a tool call's
-/// `Mcp-Name` and `Mcp-Param-*`. `Err` is the reason, for a -32020 error.
-pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> Result<(), String> {
+/// `Mcp-Name` and `Mcp-Param-*`. `Err` is the reason, for a -32020 error. SEP-2243 requires
+/// `Mcp-Method` on requests and leaves a notification's headers undefined, so a notification
+/// may go without (one it carries must still agree).
+pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>, request: bool) -> Result<(), String> {
     match mirror::single(headers, "Mcp-Method")? {
+        None if !request => {}
         None => return Err("missing required Mcp-Method header".into()),
         Some(value) if value != method => {
             return Err(format!(
@@ -47,7 +50,7 @@ mod tests {
     #[test]
     fn standard_headers_must_agree_with_the_body() {
         let params = RawValue::from_string(json!({"name": "p", "arguments": {}}).to_string()).unwrap();
-        let run = |pairs: &[(&'static str, &str)]| check(&headers(pairs), "prompts/get", Some(&params));
+        let run = |pairs: &[(&'static str, &str)]| check(&headers(pairs), "prompts/get", Some(&params), true);
         let good = [("mcp-method", "prompts/get"), ("mcp-name", "p")];
         assert_eq!(run(&good), Ok(()));
         assert!(run(&good[..1]).unwrap_err().contains("missing required Mcp-Name"));
@@ -58,13 +61,18 @@ mod tests {
         assert!(run(&[good[0], good[0], good[1]]).unwrap_err().contains("duplicate Mcp-Method"));
         assert!(run(&[good[0], good[1], good[1]]).unwrap_err().contains("duplicate Mcp-Name"));
         // A tool call's name and arguments are the dispatcher's to check.
-        let call = check(&headers(&[("mcp-method", "tools/call")]), "tools/call", Some(&params));
+        let call = check(&headers(&[("mcp-method", "tools/call")]), "tools/call", Some(&params), true);
         assert_eq!(call, Ok(()));
-        let list = check(&headers(&[("mcp-method", "tools/list")]), "tools/list", None);
+        let list = check(&headers(&[("mcp-method", "tools/list")]), "tools/list", None, true);
         assert_eq!(list, Ok(()));
         // A method 2026-07-28 removed is not asked for its name: it is unknown.
         let uri = RawValue::from_string(json!({"uri": "a://b"}).to_string()).unwrap();
-        let removed = check(&headers(&[("mcp-method", "resources/subscribe")]), "resources/subscribe", Some(&uri));
+        let removed =
+            check(&headers(&[("mcp-method", "resources/subscribe")]), "resources/subscribe", Some(&uri), true);
         assert_eq!(removed, Ok(()));
+        // A notification may go without `Mcp-Method`, but not with a wrong one.
+        let cancelled = "notifications/cancelled";
+        assert_eq!(check(&headers(&[]), cancelled, None, false), Ok(()));
+        assert!(check(&headers(&[("mcp-method", "tools/list")]), cancelled, None, false).is_err());
     }
 }

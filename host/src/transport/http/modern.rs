@@ -54,7 +54,7 @@ pub async fn serve(
         let error = ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS);
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
     }
-    if let Err(reason) = headers::check(headers, &method, params) {
+    if let Err(reason) = headers::check(headers, &method, params, id.is_some()) {
         let error = ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None);
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
     }
