@@ -252,6 +252,9 @@ fn idle_seconds(text: &str) -> Result<u64, String> {
     (1..=86_400).contains(&value).then_some(value).ok_or_else(|| "must be from 1 to 86400".into())
 }
 
+// `--max-batch` may not pass the elements of a batch that are kept for reading.
+const _: () = assert!(crate::transport::BATCH_CEILING == 10_000);
+
 /// A count from 1 to 10,000 (messages in a batch, requests in flight).
 fn up_to_10k(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;

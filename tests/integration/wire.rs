@@ -565,6 +565,9 @@ async fn a_self_described_request_naming_a_legacy_revision_is_told_which_it_can_
         stdio.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": meta}}));
         check(&stdio.read()["error"]);
     }
+    // A ping is answered before initialize, whatever its _meta says.
+    stdio.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": meta}}));
+    assert_eq!(stdio.read()["result"], json!({}));
     stdio.finish();
     let server = Server::http(&[]);
     let client = Client::new(&server.url);
@@ -576,6 +579,12 @@ async fn a_self_described_request_naming_a_legacy_revision_is_told_which_it_can_
             check(&reply.response(id)["error"]);
         }
     }
+    // A revision none serves is answered as everywhere, with every one served.
+    let mut unknown = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": meta}});
+    unknown["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let reply = client.post_raw(unknown.to_string(), &[]).await;
+    let supported = &reply.response(5)["error"]["data"]["supported"];
+    assert!(supported.as_array().is_some_and(|s| s.contains(&json!("2025-11-25"))), "{}", reply.body);
 }
 
 /// A revision the server does not know, earlier or later than the ones it does, is refused

@@ -64,6 +64,19 @@ fn stray(schema: &Map<String, Value>, (reachable, chain): (bool, bool), at: &mut
         at.push('/');
         at.push_str(key);
         match (key.as_str(), value) {
+            // Maps of names to schemas: each entry is a schema, whatever its name.
+            (
+                "$defs" | "definitions" | "patternProperties" | "dependentSchemas" | "dependencies",
+                Value::Object(map),
+            ) => {
+                for (name, schema) in map {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(name);
+                    stray_in(schema, at)?;
+                    at.truncate(len);
+                }
+            }
             ("properties", Value::Object(properties)) => {
                 for (name, property) in properties {
                     let len = at.len();
@@ -98,10 +111,10 @@ fn collect(properties: Option<&Value>, path: &mut Vec<Box<str>>, out: &mut Vec<M
         if let Some(header) = schema.get("x-mcp-header") {
             let property = path.join(".");
             let header = checked_header(header).map_err(|reason| format!("x-mcp-header of `{property}` {reason}"))?;
-            if !matches!(schema.get("type").and_then(Value::as_str), Some("string" | "integer" | "boolean")) {
+            if !is_primitive(schema.get("type")) {
                 return Err(format!(
-                    "x-mcp-header of `{property}` is on a property whose \"type\" is not one of \"string\", \
-                     \"integer\" or \"boolean\" (2026-07-28 allows no other, nor a list of types)"
+                    "x-mcp-header of `{property}` is on a property whose \"type\" is not \"string\", \
+                     \"integer\" or \"boolean\" (or one of them and \"null\"); 2026-07-28 allows no other"
                 ));
             }
             out.push(MirroredParam { path: path.clone().into(), header: header.into() });
@@ -124,6 +137,22 @@ fn checked_header(value: &Value) -> Result<&str, &'static str> {
         return Err("may only contain letters, digits and !#$%&'*+-.^_`|~ (it becomes part of an HTTP header name)");
     }
     Ok(header)
+}
+
+/// Whether a schema's `type` admits one of 2026-07-28's header types (`string`, `integer`,
+/// `boolean`; not `number`), a `null` beside it being the absent header.
+fn is_primitive(ty: Option<&Value>) -> bool {
+    let primitive = |t: &str| matches!(t, "string" | "integer" | "boolean");
+    match ty {
+        Some(Value::String(t)) => primitive(t),
+        Some(Value::Array(types)) => {
+            let names: Option<Vec<&str>> = types.iter().map(Value::as_str).collect();
+            names.is_some_and(|names| {
+                names.iter().any(|t| primitive(t)) && names.iter().all(|t| primitive(t) || *t == "null")
+            })
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -162,11 +191,14 @@ mod tests {
         assert!(with(json!("Re:gion"), json!("string")).contains("may only contain"));
         assert!(with(json!("Régión"), json!("string")).contains("may only contain"));
         assert!(with(json!(5), json!("string")).contains("must be a string"));
-        for ty in [json!("object"), json!("number"), json!(["null"]), json!(["string", "null"])] {
-            assert!(with(json!("P"), ty.clone()).contains("not one of \"string\", \"integer\" or \"boolean\""), "{ty}");
+        for ty in [json!("object"), json!("number"), json!(["null"]), json!(["number", "null"])] {
+            assert!(with(json!("P"), ty.clone()).contains("2026-07-28 allows no other"), "{ty}");
         }
         let untyped = json!({"type": "object", "properties": {"p": {"x-mcp-header": "P"}}});
-        assert!(params(untyped).unwrap_err().contains("not one of"));
+        assert!(params(untyped).unwrap_err().contains("allows no other"));
+        let optional =
+            json!({"type": "object", "properties": {"p": {"type": ["string", "null"], "x-mcp-header": "P"}}});
+        assert_eq!(params(optional).unwrap().len(), 1);
         let elsewhere = |schema: Value, at: &str| {
             let error = params(schema).unwrap_err();
             assert!(error.contains(&format!("x-mcp-header at {at} is not on a property")), "{error}");
@@ -179,6 +211,9 @@ mod tests {
         );
         elsewhere(json!({"type": "object", "properties": {"u": {"anyOf": [item]}}}), "`/properties/u/anyOf`");
         elsewhere(json!({"type": "object", "$defs": {"d": item}}), "`/$defs/d`");
+        elsewhere(json!({"type": "object", "$defs": {"default": item}}), "`/$defs/default`");
+        let named = json!({"type": "object", "$defs": {"x-mcp-header": {"type": "string"}}});
+        assert!(params(named).unwrap().is_empty(), "a definition may be named x-mcp-header");
         elsewhere(
             json!({"type": "object", "properties": {"o": {"additionalProperties": item}}}),
             "`/properties/o/additionalProperties`",

@@ -472,7 +472,7 @@ impl CapsuleServer {
         // revision that begins with `initialize` (the spec leaves it open): the revisions it
         // can name are listed, so that the client sends one of them, or `initialize`, rather
         // than retrying as it was.
-        if (modern || self.session.peer.get().is_none())
+        if (modern || (self.session.peer.get().is_none() && method != "ping"))
             && let Some(version) = requested.as_ref().filter(|v| v.has_initialize())
         {
             return Err(ErrorData::unsupported_protocol_version(version.clone(), &self_described()));

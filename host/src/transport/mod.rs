@@ -7,7 +7,7 @@ mod jsonrpc;
 mod pending;
 pub mod stdio;
 
-pub use jsonrpc::MAX_BATCH;
+pub use jsonrpc::{BATCH_CEILING, MAX_BATCH};
 
 /// Requests one client may have in flight (a stdio connection, a legacy HTTP session),
 /// unless the operator says otherwise: far beyond what a client runs at once, and a bound

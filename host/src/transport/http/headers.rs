@@ -15,7 +15,7 @@ use crate::mcp::mirror::{self, Named};
 /// may go without (one it carries must still agree).
 pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>, request: bool) -> Result<(), String> {
     match mirror::single(headers, "Mcp-Method")? {
-        None if !request => {}
+        None if !request => return Ok(()),
         None => return Err("missing required Mcp-Method header".into()),
         Some(value) if value != method => {
             return Err(format!(
@@ -74,5 +74,6 @@ mod tests {
         let cancelled = "notifications/cancelled";
         assert_eq!(check(&headers(&[]), cancelled, None, false), Ok(()));
         assert!(check(&headers(&[("mcp-method", "tools/list")]), cancelled, None, false).is_err());
+        assert_eq!(check(&headers(&[]), "prompts/get", Some(&params), false), Ok(()), "nor Mcp-Name");
     }
 }

@@ -117,6 +117,12 @@ pub async fn post(
                 && let Some(version) = declared_version(*params)
             {
                 let described = crate::mcp::self_described();
+                // One no revision served names is answered as everywhere: with all of them.
+                let named = if ProtocolVersion::KNOWN_VERSIONS.contains(&version) {
+                    described.clone()
+                } else {
+                    ProtocolVersion::KNOWN_VERSIONS.to_vec()
+                };
                 let error = if described.contains(&version) {
                     ErrorData::header_mismatch(
                         format!(
@@ -127,7 +133,7 @@ pub async fn post(
                         None,
                     )
                 } else {
-                    ErrorData::unsupported_protocol_version(version, &described)
+                    ErrorData::unsupported_protocol_version(version, &named)
                 };
                 let id = match &message {
                     Message::Request { id, .. } => Some(id),
