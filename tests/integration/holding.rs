@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, StdioServer, first_text, plugins, scratch_dir};
+use crate::support::{Client, Server, StdioServer, first_text, plugins, scratch_dir, status_mib};
 
 /// A legacy session runs at most `--max-in-flight` requests at once: a client that hangs up
 /// on calls waiting for its answers left each running (the spec says a disconnect is no
@@ -387,18 +387,7 @@ async fn a_batch_counts_once_against_max_in_flight() {
 #[tokio::test]
 async fn a_batch_past_max_batch_is_refused_unread() {
     let server = Server::http(&["--no-watch"]);
-    let peak_mib = || {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .unwrap()
-            .trim()
-            .trim_end_matches(" kB")
-            .parse()
-            .unwrap();
-        kib >> 10
-    };
+    let peak_mib = || status_mib(server.pid(), "VmHWM");
     let mut client = Client::new(&server.url);
     client.initialize("2025-03-26", json!({})).await;
     let before = peak_mib();

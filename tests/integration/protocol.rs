@@ -31,7 +31,7 @@ fn golden(name: &str, actual: &Value) {
 /// against their revision's schema: an older session is sent none of a later one's fields.
 #[tokio::test]
 async fn each_revision_gets_only_the_fields_its_schema_has() {
-    let server = Server::http(&[]);
+    let server = server();
     let keys = |value: &Value| -> Vec<String> {
         let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
         keys.sort();
@@ -65,6 +65,21 @@ async fn each_revision_gets_only_the_fields_its_schema_has() {
         let result = &call["result"];
         assert_eq!(result.get("structuredContent").is_some(), since_06_18, "{version}: {call}");
         assert_eq!(result["isError"], false, "{version}: {call}");
+        // A progress report's message arrived in 2025-03-26.
+        let progress = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p"}}});
+        let mut stream = client.stream(&progress).await;
+        let mut reports = 0;
+        while let Some(message) = stream.next_message().await {
+            if message["method"] == "notifications/progress" {
+                assert_eq!(message["params"].get("message").is_some(), annotations, "{version}: {message}");
+                reports += 1;
+            }
+            if message["id"] == 4 {
+                break;
+            }
+        }
+        assert!(reports > 0, "{version}: no progress reported");
     }
 }
 

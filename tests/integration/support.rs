@@ -204,6 +204,14 @@ impl Server {
 }
 
 /// Open a raw connection to the server.
+/// A memory figure of process `pid` from `/proc/{pid}/status` (`VmRSS`, `VmHWM`...), in MiB.
+pub fn status_mib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')).unwrap();
+    let kib: u64 = line.trim().trim_end_matches(" kB").parse().unwrap();
+    kib >> 10
+}
+
 pub async fn raw_connection(server: &Server) -> tokio::net::TcpStream {
     tokio::net::TcpStream::connect(server.authority()).await.unwrap()
 }

@@ -149,18 +149,7 @@ fn stdio_holds_few_bytes_of_answers_for_a_client_that_reads_none() {
     let hostile = crate::support::plugins().join("testing/hostile.wasm");
     let mut stdio = StdioServer::start_with(&["--plugin", hostile.to_str().unwrap(), "--max-in-flight", "4"]);
     stdio.initialize("2025-11-25");
-    let rss_mib = |pid: u32| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .unwrap()
-            .trim()
-            .trim_end_matches(" kB")
-            .parse()
-            .unwrap();
-        kib >> 10
-    };
+    let rss_mib = |pid: u32| crate::support::status_mib(pid, "VmRSS");
     let before = rss_mib(stdio.pid());
     let mut input = stdio.take_input();
     let count = 300;

@@ -18,6 +18,7 @@ use rmcp::model::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::reply::Known;
 use super::request::ClientLink;
 use crate::auth::Principal;
 use crate::runtime::{CallEvents, Caller, ListKind, LogLevel};
@@ -116,6 +117,8 @@ pub struct Route {
     pub progress_token: Option<ProgressToken>,
     /// The lowest level the client asked for; `None` sends no log messages.
     pub log_level: Option<LoggingLevel>,
+    /// What the client's revision knows: a progress report's `message` arrived in 2025-03-26.
+    pub known: Known,
 }
 
 /// A plugin's log message in the host's log.
@@ -154,7 +157,7 @@ pub fn channel(
                     if let Some(token) = &route.progress_token {
                         let mut param = ProgressNotificationParam::new(token.clone(), progress);
                         param.total = total;
-                        param.message = message;
+                        param.message = message.filter(|_| route.known >= Known::Audio);
                         let _ = route.link.notify(ProgressNotification::new(param).into()).await;
                     }
                 }

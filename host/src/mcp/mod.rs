@@ -392,6 +392,7 @@ impl CapsuleServer {
             principal: cx.principal.clone(),
             progress_token: cx.progress_token.clone(),
             log_level,
+            known: cx.known(),
         }
     }
 
