@@ -22,10 +22,8 @@ use crate::runtime::types as wit;
 pub fn tool(entry: &ToolEntry, known: Known) -> Tool {
     let t = &entry.tool;
     let mut tool = Tool::new(t.name.clone(), t.description.clone(), entry.input_schema.clone());
-    if known >= Known::Links {
-        tool.title = t.title.clone();
-        tool.output_schema = entry.output_schema.clone();
-    }
+    tool.title = title(&t.title, known);
+    tool.output_schema = entry.output_schema.clone().filter(|_| known >= Known::Links);
     tool.annotations = t.annotations.as_ref().filter(|_| known >= Known::Audio).map(|a| {
         let mut annotations = ToolAnnotations::new();
         annotations.title = a.title.clone();

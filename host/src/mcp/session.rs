@@ -293,15 +293,11 @@ impl Sessions {
                 ListKind::Prompts => PromptListChangedNotification::default().into(),
             }
         };
-        let stale = {
-            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-            live.retain(|l| !l.is_gone());
-            live.iter()
-                .filter(|l| l.state.upgrade().is_some_and(|state| state.may_hold_stale(kind, new, first_load)))
-                .map(|l| l.link.clone())
-                .collect::<Vec<_>>()
-        };
-        for link in stale {
+        let stale = self
+            .snapshot()
+            .into_iter()
+            .filter(|(_, state)| state.upgrade().is_some_and(|state| state.may_hold_stale(kind, new, first_load)));
+        for (link, _) in stale {
             let notification = notification();
             send_in_time(async move { link.notify(notification).await });
         }

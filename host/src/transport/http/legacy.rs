@@ -117,12 +117,6 @@ pub async fn post(
                 && let Some(version) = declared_version(*params)
             {
                 let described = crate::mcp::self_described();
-                // One no revision served names is answered as everywhere: with all of them.
-                let named = if ProtocolVersion::KNOWN_VERSIONS.contains(&version) {
-                    described.clone()
-                } else {
-                    ProtocolVersion::KNOWN_VERSIONS.to_vec()
-                };
                 let error = if described.contains(&version) {
                     ErrorData::header_mismatch(
                         format!(
@@ -132,8 +126,11 @@ pub async fn post(
                         ),
                         None,
                     )
+                } else if ProtocolVersion::KNOWN_VERSIONS.contains(&version) {
+                    ErrorData::unsupported_protocol_version(version, &described)
                 } else {
-                    ErrorData::unsupported_protocol_version(version, &named)
+                    // One no revision served names is answered as everywhere: with all of them.
+                    ErrorData::unsupported_protocol_version(version, ProtocolVersion::KNOWN_VERSIONS)
                 };
                 let id = match &message {
                     Message::Request { id, .. } => Some(id),
