@@ -234,6 +234,12 @@ fn body_bytes(text: &str) -> Result<usize, String> {
     (1 << 10..=1 << 30).contains(&value).then_some(value).ok_or_else(|| "must be from 1024 to 1073741824".into())
 }
 
+/// A budget for resumable streams, up to 64 GiB (0 keeps only what readers have yet to read).
+fn resume_bytes(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|e| format!("{e}"))?;
+    (value <= 64 << 30).then_some(value).ok_or_else(|| "must be from 0 to 68719476736".into())
+}
+
 /// A request head limit from 8 KiB (hyper's least read buffer) to 16 MiB.
 fn header_bytes(text: &str) -> Result<usize, String> {
     let value: usize = text.parse().map_err(|e| format!("{e}"))?;
@@ -371,6 +377,11 @@ struct HttpArgs {
     /// Live legacy sessions one client address may hold.
     #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = sessions)]
     sessions_per_address: usize,
+    /// Bytes that resumable POST streams (sessions of 2025-11-25 and later) keep for clients
+    /// that reconnect, all sessions together. Past it, a stream nobody is reading keeps
+    /// nothing and cannot be resumed; one being read keeps what its reader has yet to read.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20, value_parser = resume_bytes)]
+    max_resume_bytes: usize,
     /// HTTP connections open at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = 1_024, value_parser = sessions)]
     max_connections: usize,
@@ -728,6 +739,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
     });
     let options = HttpOptions {
         max_body_bytes: args.http.max_body_bytes,
+        max_resume_bytes: args.http.max_resume_bytes,
         max_batch: args.http.max_batch,
         max_sessions: args.http.max_sessions,
         allowed_hosts: args.http.allowed_hosts,

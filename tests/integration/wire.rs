@@ -948,6 +948,40 @@ async fn a_broken_post_stream_is_resumed_through_its_answer() {
     assert!(asked.id.is_none() && asked.data.contains("elicitation/create"), "{:?} {}", asked.id, asked.data);
 }
 
+/// Every session's resumable streams together keep at most `--max-resume-bytes`: past it, a
+/// stream whose client has gone keeps nothing and a resume is told so, while a stream being
+/// read still carries everything through its answer.
+#[tokio::test]
+async fn past_the_resume_budget_a_broken_stream_is_not_kept_and_a_read_one_is_whole() {
+    let quiet = std::time::Duration::from_millis(800);
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--max-resume-bytes", "0", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let ask = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "who are you?"}}})
+    };
+
+    let mut post = RawEvents::post(&client, &ask(7)).await;
+    assert!(post.next(quiet).await.expect("a priming event").retry);
+    let asked = post.next(quiet).await.expect("the elicitation request");
+    let asked_id = asked.id.expect("an id");
+    drop(post);
+    accept_elicitation(&client, &asked.data).await;
+    let refused = RawEvents::get(&client, Some(&asked_id)).await;
+    assert_eq!(refused.status(), 400, "a stream kept past the budget");
+    assert!(refused.text().await.unwrap().contains("no longer keeps"));
+
+    let mut post = RawEvents::post(&client, &ask(8)).await;
+    assert!(post.next(quiet).await.expect("a priming event").retry);
+    let asked = post.next(quiet).await.expect("the elicitation request");
+    accept_elicitation(&client, &asked.data).await;
+    let result = post.next(quiet).await.expect("the answer, on the stream being read");
+    assert!(result.data.contains("\"id\":8") && result.data.contains("\"result\""), "{}", result.data);
+    assert!(post.next(quiet).await.is_none(), "the stream ends after its answer");
+}
+
 /// Issue 12, item 3: a client that opens its stream and never reads it slows nobody down,
 /// through a hundred list changes and a thousand list-changed emissions.
 #[tokio::test]

@@ -106,8 +106,11 @@ where
             Some(posts) => {
                 let stream = posts.open();
                 let priming = stream.priming();
+                // The reader attaches before anything is pushed: a stream nobody reads may
+                // keep nothing (see `resume::KeptBytes`).
+                let events = stream.events(0);
                 tokio::spawn(keep(stream.clone(), first, work, notes));
-                sse::response(futures::stream::iter([priming]).chain(stream.events(0)))
+                sse::response(futures::stream::iter([priming]).chain(events))
             }
             None => sse::response(Replies { first: Some(first), work: Some(work), notes, answer: Vec::new() }),
         },

@@ -50,6 +50,7 @@ use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
 pub use checks::Allowed;
 pub use listener::ConnectionLimits;
+use resume::KeptBytes;
 use session::{SessionCounts, SessionTable};
 
 /// Limits and policy of the HTTP endpoint.
@@ -69,6 +70,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// Live sessions one client address may hold.
     pub sessions_per_address: usize,
+    /// Bytes every session's resumable POST streams may keep together.
+    pub max_resume_bytes: usize,
     /// Requests one legacy session may have running at once.
     pub max_in_flight: usize,
     /// Time allowed to receive a request's body.
@@ -89,6 +92,7 @@ impl Default for HttpOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             sessions_per_address: 1_000,
+            max_resume_bytes: 256 << 20,
             max_in_flight: super::MAX_IN_FLIGHT,
             body_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
@@ -137,6 +141,8 @@ struct FrontDoor {
     /// Legacy sessions of every tenant together, held to `--max-sessions` and
     /// `--sessions-per-address`.
     sessions: Arc<SessionCounts>,
+    /// What their resumable POST streams keep, held to `--max-resume-bytes`.
+    kept: Arc<KeptBytes>,
     allowed: checks::Allowed,
     options: HttpOptions,
     shutdown: CancellationToken,
@@ -163,6 +169,7 @@ impl FrontDoor {
                 tenant.shared.clone(),
                 tenant.loader.account().clone(),
                 self.sessions.clone(),
+                self.kept.clone(),
                 &self.options,
                 ended.clone(),
             ),
@@ -196,6 +203,7 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
         tenants,
         endpoints: RwLock::default(),
         sessions: Arc::default(),
+        kept: KeptBytes::new(options.max_resume_bytes),
         options,
         shutdown,
     });

@@ -14,8 +14,14 @@
 //! forgets finished ones [`FORGET_AFTER`] after they finish. (A stream read to its end is
 //! not forgotten then: the server cannot tell whether the bytes reached a client that had
 //! already gone.)
+//!
+//! Those bounds are a session's; every session's streams together are held to the server's
+//! [`KeptBytes`] (`--max-resume-bytes`), or ten thousand sessions could keep a tool's whole
+//! result each for a minute. Past it a stream keeps only what a reader attached to it has
+//! yet to read: one that nobody reads keeps nothing, and can no longer be resumed.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,11 +45,53 @@ const SESSION_KEPT_BYTES: usize = 1 << 20;
 /// to wait before it reconnects.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
+/// Bytes every session's POST streams keep, counted against the server's limit.
+pub struct KeptBytes {
+    used: AtomicUsize,
+    limit: usize,
+    /// Whether the operator has been told the limit was reached.
+    told: AtomicBool,
+}
+
+impl KeptBytes {
+    pub fn new(limit: usize) -> Arc<KeptBytes> {
+        Arc::new(KeptBytes { used: AtomicUsize::new(0), limit, told: AtomicBool::new(false) })
+    }
+
+    /// A stream kept `before` bytes and keeps `after` now.
+    fn change(&self, before: usize, after: usize) {
+        if after >= before {
+            self.used.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.used.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether streams keep more than the limit.
+    fn full(&self) -> bool {
+        let full = self.used.load(Ordering::Relaxed) > self.limit;
+        if full && !self.told.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                limit = self.limit,
+                "resumable streams keep --max-resume-bytes; from now on, while they do, a stream nobody reads is not kept"
+            );
+        }
+        full
+    }
+
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
 /// The POST streams of one session.
 pub struct PostStreams {
     kept: Mutex<Kept>,
     /// Fires when the session ends: resumed streams end with it.
     ended: CancellationToken,
+    /// The server's count of what every session's streams keep.
+    budget: Arc<KeptBytes>,
 }
 
 #[derive(Default)]
@@ -53,8 +101,8 @@ struct Kept {
 }
 
 impl PostStreams {
-    pub fn new(ended: CancellationToken) -> PostStreams {
-        PostStreams { kept: Mutex::default(), ended }
+    pub fn new(ended: CancellationToken, budget: Arc<KeptBytes>) -> PostStreams {
+        PostStreams { kept: Mutex::default(), ended, budget }
     }
 
     /// A new stream, forgetting the oldest if the session keeps too many.
@@ -70,6 +118,7 @@ impl PostStreams {
             buffer: Mutex::default(),
             wake: Notify::new(),
             ended: self.ended.clone(),
+            budget: self.budget.clone(),
         });
         kept.streams.push_back(stream.clone());
         stream
@@ -77,9 +126,16 @@ impl PostStreams {
 
     /// Forget finished streams past [`FORGET_AFTER`], and the oldest past
     /// [`SESSION_KEPT_BYTES`] (the session's idle sweep calls this: a session that opens no
-    /// new stream would keep them otherwise).
+    /// new stream would keep them otherwise); while the server's streams keep too much,
+    /// those nobody reads keep nothing.
     pub fn forget_old(&self) {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner()).forget_old();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.forget_old();
+        if self.budget.full() {
+            for stream in &kept.streams {
+                stream.settle(&mut stream.buffer.lock().unwrap_or_else(|e| e.into_inner()), None);
+            }
+        }
     }
 
     /// The stream an event id names, and the place after which to resume, if the id is one
@@ -90,8 +146,11 @@ impl PostStreams {
         let Some((number, place)) = parse(id) else { return Ok(None) };
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?;
-        let issued = place <= stream.buffer.lock().unwrap_or_else(|e| e.into_inner()).last;
-        Ok(issued.then(|| (stream.clone(), place)))
+        let buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        if buffer.shed {
+            return Err(());
+        }
+        Ok((place <= buffer.last).then(|| (stream.clone(), place)))
     }
 }
 
@@ -128,6 +187,7 @@ pub struct PostStream {
     buffer: Mutex<Buffer>,
     wake: Notify,
     ended: CancellationToken,
+    budget: Arc<KeptBytes>,
 }
 
 #[derive(Default)]
@@ -142,6 +202,9 @@ struct Buffer {
     /// The number of the newest reader: only it reads.
     reader: u64,
     finished: Option<Instant>,
+    /// Emptied for the server's limit while nobody read it: it keeps nothing more, and
+    /// cannot be resumed.
+    shed: bool,
 }
 
 impl Buffer {
@@ -153,6 +216,19 @@ impl Buffer {
             .filter(|(place, _)| *place > self.taken)
             .fold((0, 0), |(count, bytes), (_, message)| (count + 1, bytes + message.len()));
         count == 0 || (count < KEPT && bytes + len <= KEPT_BYTES)
+    }
+
+    /// Drop what no reader needs: what the reader attached has taken, or, with none
+    /// attached, everything.
+    fn trim(&mut self) {
+        if self.readers == 0 {
+            self.events.clear();
+            self.shed = true;
+        } else {
+            let taken = self.taken;
+            self.events.retain(|(place, _)| *place > taken);
+        }
+        self.bytes = self.events.iter().map(|(_, message)| message.len()).sum();
     }
 }
 
@@ -177,6 +253,10 @@ impl PostStream {
         })
         .await;
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        if buffer.shed {
+            return;
+        }
+        let before = buffer.bytes;
         buffer.last += 1;
         let place = buffer.last;
         buffer.bytes += message.len();
@@ -186,13 +266,28 @@ impl PostStream {
                 buffer.bytes -= dropped.len();
             }
         }
+        self.settle(&mut buffer, Some(before));
         drop(buffer);
         self.wake.notify_waiters();
     }
 
+    /// Count in the server's budget what the buffer keeps now, having kept `before` bytes
+    /// (`None`: what it has been counted for), and trim it while the budget is exceeded.
+    fn settle(&self, buffer: &mut Buffer, before: Option<usize>) {
+        self.budget.change(before.unwrap_or(buffer.bytes), buffer.bytes);
+        if self.budget.full() {
+            let kept = buffer.bytes;
+            buffer.trim();
+            self.budget.change(kept, buffer.bytes);
+        }
+    }
+
     /// Nothing more will be added: readers end once they have read it all.
     pub fn finish(&self) {
-        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).finished = Some(Instant::now());
+        let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        buffer.finished = Some(Instant::now());
+        self.settle(&mut buffer, None);
+        drop(buffer);
         self.wake.notify_waiters();
     }
 
@@ -242,6 +337,13 @@ impl PostStream {
     }
 }
 
+impl Drop for PostStream {
+    fn drop(&mut self) {
+        let buffer = self.buffer.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.budget.change(buffer.bytes, 0);
+    }
+}
+
 /// A reader attached to a stream, for as long as it lives.
 struct Reading(Arc<PostStream>);
 
@@ -249,6 +351,7 @@ impl Drop for Reading {
     fn drop(&mut self) {
         let mut buffer = self.0.buffer.lock().unwrap_or_else(|e| e.into_inner());
         buffer.readers = buffer.readers.saturating_sub(1);
+        self.0.settle(&mut buffer, None);
         drop(buffer);
         // A push waiting for this reader need not any more.
         self.0.wake.notify_waiters();
@@ -262,7 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_resumes_after_the_last_event_seen_and_ends_when_finished() {
-        let streams = PostStreams::new(CancellationToken::new());
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
         let stream = streams.open();
         stream.push(b"{\"a\":1}".to_vec()).await;
         stream.push(b"{\"a\":2}".to_vec()).await;
@@ -281,7 +384,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_s_streams_keep_a_bounded_total_beside_the_newest() {
-        let streams = PostStreams::new(CancellationToken::new());
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
         let big = || vec![b'x'; 600 << 10];
         for _ in 0..3 {
             let stream = streams.open();
@@ -307,7 +410,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_keeps_its_newest_streams_and_their_newest_events() {
-        let streams = PostStreams::new(CancellationToken::new());
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
         for _ in 0..STREAMS + 2 {
             streams.open().finish();
         }
@@ -330,7 +433,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_waits_for_its_reader_and_nothing_unread_is_dropped() {
-        let streams = PostStreams::new(CancellationToken::new());
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
         let writer = stream.clone();
@@ -358,7 +461,7 @@ mod tests {
     #[tokio::test]
     async fn a_reader_waits_for_more_and_the_session_ending_ends_it() {
         let ended = CancellationToken::new();
-        let streams = PostStreams::new(ended.clone());
+        let streams = PostStreams::new(ended.clone(), KeptBytes::new(usize::MAX));
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
         stream.push(b"1".to_vec()).await;
@@ -367,5 +470,51 @@ mod tests {
         tokio::task::yield_now().await;
         ended.cancel();
         assert!(waiting.await.expect("the reader"), "the stream ends with its session");
+    }
+
+    #[tokio::test]
+    async fn past_the_server_s_budget_a_stream_keeps_only_what_its_reader_has_yet_to_read() {
+        let budget = KeptBytes::new(1 << 10);
+        let (one, two) = (
+            PostStreams::new(CancellationToken::new(), budget.clone()),
+            PostStreams::new(CancellationToken::new(), budget.clone()),
+        );
+        // Within the budget, a finished stream nobody read is kept for a resume.
+        let within = one.open();
+        within.push(vec![b'a'; 600]).await;
+        within.finish();
+        assert_eq!(budget.used(), 600);
+        assert!(one.find("p1.0").is_ok_and(|s| s.is_some()));
+        // Another session's stream takes the server past its budget: nobody reads it, so it
+        // keeps nothing, says so to a resume, and keeps nothing pushed later.
+        let past = two.open();
+        past.push(vec![b'b'; 600]).await;
+        assert_eq!(budget.used(), 600, "a stream nobody reads was kept past the budget");
+        assert!(two.find("p1.0").is_err(), "a stream that keeps nothing was offered for a resume");
+        past.push(vec![b'c'; 10]).await;
+        past.finish();
+        assert_eq!(budget.used(), 600);
+        // A stream being read gets every event, however far past the budget, and keeps what
+        // it has read no longer.
+        let read = two.open();
+        let mut events = Box::pin(read.events(0));
+        for n in 0..4 {
+            read.push(vec![b'0' + n; 500]).await;
+        }
+        read.finish();
+        let mut got = 0;
+        while events.next().await.is_some() {
+            got += 1;
+        }
+        assert_eq!(got, 4, "a reader lost events to the budget");
+        drop(events);
+        assert_eq!(budget.used(), 600, "read events were kept past the budget");
+        // Forgotten streams give their bytes back.
+        drop((within, one));
+        assert_eq!(budget.used(), 0);
+        let again = two.open();
+        again.push(vec![b'd'; 600]).await;
+        again.finish();
+        assert!(two.find("p3.0").is_ok_and(|s| s.is_some()), "room made was not used");
     }
 }

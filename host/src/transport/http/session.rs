@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::jsonrpc;
 use super::super::pending::Pending;
 use super::HttpOptions;
-use super::resume::PostStreams;
+use super::resume::{KeptBytes, PostStreams};
 use super::sse::{Frame, id_number};
 use super::watch::{self, Look};
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
@@ -345,14 +345,18 @@ pub struct SessionTable {
     max_in_flight: usize,
     idle: Duration,
     shutdown: CancellationToken,
+    /// What every tenant's sessions keep for resumable POST streams, together.
+    kept: Arc<KeptBytes>,
 }
 
 impl SessionTable {
-    /// A tenant's table; `counts` counts the sessions of every tenant's table together.
+    /// A tenant's table; `counts` counts the sessions of every tenant's table together, and
+    /// `kept` the bytes their POST streams keep.
     pub fn new(
         shared: Arc<Shared>,
         account: Arc<Account>,
         counts: Arc<SessionCounts>,
+        kept: Arc<KeptBytes>,
         options: &HttpOptions,
         shutdown: CancellationToken,
     ) -> Arc<SessionTable> {
@@ -371,6 +375,7 @@ impl SessionTable {
             max_in_flight: options.max_in_flight,
             idle: options.session_idle,
             shutdown,
+            kept,
         });
         let reaper = Arc::downgrade(&table);
         let every = (table.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
@@ -436,7 +441,7 @@ impl SessionTable {
             wake: Notify::new(),
             seen: AtomicU64::new(0),
             ended: ended.clone(),
-            posts: PostStreams::new(ended),
+            posts: PostStreams::new(ended, self.kept.clone()),
             opened: Instant::now(),
             max_in_flight: self.max_in_flight,
         });
