@@ -535,6 +535,30 @@ async fn a_tool_calls_mirrored_headers_must_agree_with_its_arguments() {
     let unknown = call(json!({"name": "nope", "arguments": {"region": "eu"}}));
     let unknown = post(vec![("mcp-name", "nope")], unknown).await;
     assert_eq!(code(&unknown), (200, json!(-32602)), "{}", unknown.body);
+
+    // A prompt's or resource's Mcp-Name is checked whatever else the params hold: a stray
+    // field of another type beside the name once hid it, and the request was served.
+    let prompt = json!({"name": "test_simple_prompt", "uri": 42});
+    let read = json!({"uri": "test://static-text", "name": 42});
+    for (method, params, own, other) in [
+        ("prompts/get", prompt, "test_simple_prompt", "some_other_prompt"),
+        ("resources/read", read, "test://static-text", "test://other"),
+    ] {
+        let send = |name: Option<&'static str>| {
+            let (client, body) = (client.clone(), modern_body(7, method, params.clone()));
+            async move {
+                let mut headers = vec![("mcp-protocol-version", META_2026), ("mcp-method", method)];
+                headers.extend(name.map(|name| ("mcp-name", name)));
+                client.post_raw(body, &headers).await
+            }
+        };
+        for name in [Some(other), None] {
+            let refused = send(name).await;
+            assert_eq!(code(&refused), (400, json!(-32020)), "{method} {name:?}: {}", refused.body);
+        }
+        let served = send(Some(own)).await;
+        assert!(served.status == 200 && served.body.contains("\"result\""), "{method}: {}", served.body);
+    }
 }
 
 /// A request that describes itself in `_meta` but names a revision that begins with

@@ -77,14 +77,14 @@ impl Introspector {
     }
 
     /// Ask `issuer` about `token`, and check the answer as a JWT's claims would be checked:
-    /// the claims, and how long they may be reused.
+    /// the claims, whose `exp` says until when they may be reused.
     pub async fn introspect(
         &self,
         token: &str,
         issuer: &IssuerKeys,
         resource: &str,
         leeway: u64,
-    ) -> Result<(Claims, Duration), String> {
+    ) -> Result<Claims, String> {
         let endpoint = match &self.endpoint {
             Some(endpoint) => endpoint.as_str(),
             None => issuer.introspection_endpoint().await.map_err(|e| e.to_string())?,
@@ -107,7 +107,7 @@ impl Introspector {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         check(&answer, issuer.issuer(), resource, leeway, now)?;
         let until = answer.exp.unwrap_or(u64::MAX).min(now.saturating_add(self.cache_for.as_secs()));
-        let claims = Claims {
+        Ok(Claims {
             iss: issuer.issuer().to_owned(),
             exp: until,
             sub: answer.sub,
@@ -115,8 +115,7 @@ impl Introspector {
             scope: answer.scope,
             scp: None,
             _nbf: None,
-        };
-        Ok((claims, Duration::from_secs(until - now)))
+        })
     }
 }
 

@@ -131,6 +131,19 @@ pub fn find_by_digest<'a, T>(digest: &[u8; 32], candidates: impl IntoIterator<It
 }
 
 /// A quoted-string value for `WWW-Authenticate`, with nothing that could end the quotes.
+/// Seconds since the Unix epoch.
+fn epoch_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
+}
+
+/// How long a verdict on a token that expires at `exp` may be reused at `now` (both in
+/// seconds since the epoch): never past its expiry, nor past [`VERIFIED_FOR`]. Counted in
+/// seconds, since an issuer's `exp` may be any u64 (past what a `SystemTime` can hold), and a
+/// token taken within the leeway has expired already.
+fn reusable_for(exp: u64, now: u64) -> Duration {
+    Duration::from_secs(exp.saturating_sub(now)).min(VERIFIED_FOR)
+}
+
 fn quoted(text: &str) -> String {
     let clean: String = text.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
     format!("\"{clean}\"")
@@ -197,12 +210,12 @@ impl Authenticator {
             && jsonwebtoken::decode_header(token).is_err()
         {
             let (resource, leeway) = (&self.config.resource, self.config.leeway_s);
-            let (claims, left) = introspector.introspect(token, &self.issuers[0], resource, leeway).await?;
-            return Ok((principal(claims)?, left));
+            let claims = introspector.introspect(token, &self.issuers[0], resource, leeway).await?;
+            let exp = claims.exp;
+            return Ok((principal(claims)?, reusable_for(exp, epoch_seconds())));
         }
         let (principal, exp) = self.jwt(token).await?;
-        let left = (UNIX_EPOCH + Duration::from_secs(exp)).duration_since(SystemTime::now()).unwrap_or_default();
-        Ok((principal, left.min(VERIFIED_FOR)))
+        Ok((principal, reusable_for(exp, epoch_seconds())))
     }
 
     fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
@@ -404,6 +417,14 @@ mod tests {
             auth.authenticate(&bearer(unsigned)).await,
             Err(AuthError::Invalid("the token is not a signed JWT".into()))
         );
+    }
+
+    #[test]
+    fn a_verdict_is_reused_until_expiry_at_most_and_any_exp_is_counted() {
+        assert_eq!(reusable_for(1_060, 1_000), Duration::from_secs(60));
+        assert_eq!(reusable_for(995, 1_000), Duration::ZERO, "an expired token taken within the leeway");
+        assert_eq!(reusable_for(u64::MAX, 1_000), VERIFIED_FOR);
+        assert_eq!(reusable_for(10_000_000_000_000_000_000, epoch_seconds()), VERIFIED_FOR);
     }
 
     #[test]

@@ -85,16 +85,13 @@ pub fn check_call(
     Ok(())
 }
 
-/// What the checks read of a request's params, leniently: the name or URI it is about, and
-/// a tool call's arguments. Read where the method's own type is not (the transport's methods
-/// other than `tools/call`, and a tool call whose params are not a tool call's, whose headers
-/// are answered first all the same).
+/// What the checks read of a tool call's params, leniently: the tool's name and its
+/// arguments. Read where the call's own type is not (params that are not a tool call's,
+/// whose headers are answered first all the same).
 #[derive(Deserialize, Default)]
 pub struct Named<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    pub uri: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub arguments: Option<&'a RawValue>,
 }

@@ -3,11 +3,14 @@
 //! `Mcp-Name` and `Mcp-Param-*` headers are the dispatcher's to check (see
 //! [`crate::mcp::mirror`]): it reads the params and finds the tool anyway.
 
+use std::borrow::Cow;
+
 use axum::http::HeaderMap;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::mcp::excerpt;
-use crate::mcp::mirror::{self, Named};
+use crate::mcp::mirror;
 
 /// Check the standard headers of a request or notification, except a tool call's
 /// `Mcp-Name` and `Mcp-Param-*`. `Err` is the reason, for a -32020 error. SEP-2243 requires
@@ -33,11 +36,35 @@ pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>, reque
     if !key_is_name && !key_is_uri {
         return Ok(());
     }
-    let named: Named = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or_default();
-    match if key_is_name { named.name } else { named.uri } {
-        Some(expected) => mirror::check_name(headers, method, &expected),
-        None => Ok(()),
+    // Without params the method's own read refuses the request.
+    let Some(params) = params else { return Ok(()) };
+    let key = if key_is_name { "name" } else { "uri" };
+    // Only the key is read: a stray field of another type beside it must not hide it (it
+    // did, read together with the fields of other methods), and params whose key cannot
+    // be read as one string are not served against a header nobody could check.
+    let named = if key_is_name {
+        serde_json::from_str::<PromptName>(params.get()).map(|p| p.name)
+    } else {
+        serde_json::from_str::<ResourceUri>(params.get()).map(|p| p.uri)
+    };
+    match named {
+        Ok(expected) => mirror::check_name(headers, method, &expected),
+        Err(_) => Err(format!("Mcp-Name cannot be checked: params.{key} is not one string")),
     }
+}
+
+/// What `prompts/get` is about.
+#[derive(Deserialize)]
+struct PromptName<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+}
+
+/// What `resources/read` is about.
+#[derive(Deserialize)]
+struct ResourceUri<'a> {
+    #[serde(borrow)]
+    uri: Cow<'a, str>,
 }
 
 #[cfg(test)]
@@ -65,6 +92,27 @@ mod tests {
         assert_eq!(call, Ok(()));
         let list = check(&headers(&[("mcp-method", "tools/list")]), "tools/list", None, true);
         assert_eq!(list, Ok(()));
+        // Only the key is read: a stray field of another type does not hide it, and a key
+        // that is not one string is not served unchecked.
+        let stray = |params: serde_json::Value| {
+            let params = RawValue::from_string(params.to_string()).unwrap();
+            check(&headers(&[good[0], ("mcp-name", "q")]), "prompts/get", Some(&params), true)
+        };
+        assert!(stray(json!({"name": "p", "uri": 42})).unwrap_err().contains("does not match"));
+        let read = RawValue::from_string(json!({"uri": "a://b", "name": 42}).to_string()).unwrap();
+        let read = check(
+            &headers(&[("mcp-method", "resources/read"), ("mcp-name", "a://c")]),
+            "resources/read",
+            Some(&read),
+            true,
+        );
+        assert!(read.unwrap_err().contains("does not match"));
+        for params in [json!({"name": 42}), json!({"arguments": {}})] {
+            assert!(stray(params.clone()).unwrap_err().contains("cannot be checked"), "{params}");
+        }
+        let twice = RawValue::from_string(r#"{"name": "q", "name": "p"}"#.to_owned()).unwrap();
+        let twice = check(&headers(&[good[0], ("mcp-name", "q")]), "prompts/get", Some(&twice), true);
+        assert!(twice.unwrap_err().contains("cannot be checked"), "a name given twice");
         // A method 2026-07-28 removed is not asked for its name: it is unknown.
         let uri = RawValue::from_string(json!({"uri": "a://b"}).to_string()).unwrap();
         let removed =
