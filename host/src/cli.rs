@@ -397,10 +397,10 @@ struct HttpArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = seconds)]
     body_timeout: u64,
     /// Accept this Host header value too (repeatable; loopback names are always accepted).
-    #[arg(long = "allow-host", value_name = "HOST")]
+    #[arg(long = "allow-host", value_name = "HOST", value_parser = crate::transport::http::host_entry)]
     allowed_hosts: Vec<String>,
     /// Accept requests from this Origin too (repeatable; loopback origins are always accepted).
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = crate::transport::http::origin_entry)]
     allowed_origins: Vec<String>,
 }
 

@@ -243,9 +243,22 @@ async fn browsers_on_allowed_origins_get_cors_and_others_do_not() {
     assert_eq!(header(&allowed, "access-control-allow-origin"), app);
     assert!(header(&allowed, "access-control-allow-methods").contains("POST"));
     assert!(header(&allowed, "access-control-allow-headers").contains("mcp-param-region"));
-    let refused = preflight("https://evil.example").await.unwrap();
-    assert_eq!(refused.status(), 403);
-    assert!(refused.headers().get("access-control-allow-origin").is_none());
+    // An origin is its port too: the allowed one's default port, not any.
+    for foreign in ["https://evil.example", "https://app.example.com:8443"] {
+        let refused = preflight(foreign).await.unwrap();
+        assert_eq!(refused.status(), 403, "{foreign}");
+        assert!(refused.headers().get("access-control-allow-origin").is_none());
+    }
+    assert_eq!(preflight("https://[::1]:5173").await.unwrap().status(), 204, "a loopback origin over https");
+    // An entry that is no origin (or no host) stops the server rather than match nothing.
+    for (flag, entry) in [("--allow-origin", "https://app.example.com/mcp"), ("--allow-host", "https://mcp.example")] {
+        let refused = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .args(["serve", "--listen", "127.0.0.1:0", flag, entry])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && said.contains(entry), "{flag} {entry}: {said}");
+    }
 
     let client = Client::new(&server.url);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -33,6 +33,25 @@ impl HostEntry {
     }
 }
 
+/// An `--allow-host` entry as given, if it is a host name or address, with a port or not.
+pub fn host_entry(entry: &str) -> Result<String, String> {
+    // A bare IPv6 address (`::1`) is not an authority, but names a host all the same.
+    let valid = entry.parse().ok().and_then(plain).is_some() || entry.parse::<std::net::Ipv6Addr>().is_ok();
+    valid.then(|| entry.to_owned()).ok_or_else(|| {
+        format!("`{entry}` is not a host name or address with an optional port (mcp.example or mcp.example:8443)")
+    })
+}
+
+/// An `--allow-origin` entry as given, if it is an origin or `null`.
+pub fn origin_entry(entry: &str) -> Result<String, String> {
+    Origin::parse(entry.strip_suffix(":*").unwrap_or(entry)).map(|_| entry.to_owned()).ok_or_else(|| {
+        format!(
+            "`{entry}` is not an origin: a scheme and a host, with a port, `:*` for any port, or neither for \
+             the scheme's default (https://app.example, http://localhost:*), and no path"
+        )
+    })
+}
+
 /// An allowed Origin: `null`, or a scheme and host with a port, any port (`:*`) or the
 /// scheme's default.
 #[derive(Debug, Clone)]
@@ -53,6 +72,7 @@ impl Allowed {
             "http://[::1]:*",
             "https://localhost:*",
             "https://127.0.0.1:*",
+            "https://[::1]:*",
         ]
         .into_iter();
         let origins = loopback
@@ -184,11 +204,9 @@ impl Origin {
         if allowed.scheme != self.scheme || allowed.host != self.host {
             return false;
         }
-        match allowed.port {
-            _ if entry.any_port => true,
-            None => true,
-            Some(port) => self.port.or_else(|| self.default_port()) == Some(port),
-        }
+        // An entry without a port names the scheme's default: an origin is its port too.
+        let port = |origin: &Origin| origin.port.or_else(|| origin.default_port());
+        entry.any_port || port(self) == port(allowed)
     }
 }
 
@@ -203,8 +221,12 @@ fn accepted(headers: &HeaderMap) -> impl Iterator<Item = &str> {
         .filter_map(|entry| {
             let mut parts = entry.split(';');
             let essence = parts.next().unwrap_or_default().trim();
-            let refused =
-                parts.any(|p| p.trim().strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0)));
+            // Parameter names are case-insensitive (RFC 9110, section 5.6.6): `Q=0` too.
+            let refused = parts.any(|p| {
+                p.split_once('=').is_some_and(|(name, q)| {
+                    name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
+                })
+            });
             (!essence.is_empty() && !refused).then_some(essence)
         })
 }
@@ -297,6 +319,8 @@ mod tests {
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://localhost:5173")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example:443")]), Ok(()));
+        assert_eq!(check(&[("host", "localhost"), ("origin", "https://app.example:8443")]), Err(403), "another port");
+        assert_eq!(check(&[("host", "localhost"), ("origin", "https://[::1]:3000")]), Ok(()));
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://app.example")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "https://evil.example")]), Err(403));
         assert_eq!(check(&[("host", "localhost"), ("origin", "null")]), Err(403));
@@ -317,11 +341,32 @@ mod tests {
     }
 
     #[test]
+    fn operators_entries_that_are_no_host_or_origin_are_refused() {
+        for host in ["mcp.example", "mcp.example:8443", "::1", "[::1]:3000", "10.0.0.7"] {
+            assert!(host_entry(host).is_ok(), "{host}");
+        }
+        for host in ["http://mcp.example", "mcp.example/mcp", "a@mcp.example", "mcp.example:99999", ""] {
+            assert!(host_entry(host).is_err(), "{host}");
+        }
+        for origin in ["https://app.example", "https://app.example/", "http://localhost:*", "null", "http://[::1]:8080"]
+        {
+            assert!(origin_entry(origin).is_ok(), "{origin}");
+        }
+        for origin in ["app.example", "https://app.example/path", "https://a@app.example", "https://", "*"] {
+            assert!(origin_entry(origin).is_err(), "{origin}");
+        }
+    }
+
+    #[test]
     fn accept_and_content_type() {
         let both = headers(&[("accept", "application/json, text/event-stream;q=0.5")]);
         assert!(accepts(&both, &["application/json", "text/event-stream"]));
-        let refused = headers(&[("accept", "application/json, text/event-stream;q=0")]);
-        assert!(!accepts(&refused, &["application/json", "text/event-stream"]));
+        for refused in ["application/json, text/event-stream;q=0", "application/json, text/event-stream; Q = 0.0"] {
+            assert!(
+                !accepts(&headers(&[("accept", refused)]), &["application/json", "text/event-stream"]),
+                "{refused}"
+            );
+        }
         assert!(!accepts(&headers(&[("accept", "*/*")]), &["application/json"]));
         assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));

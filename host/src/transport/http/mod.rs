@@ -48,7 +48,7 @@ use crate::mcp::CapsuleServer;
 use crate::telemetry::Traffic;
 use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
-pub use checks::Allowed;
+pub use checks::{Allowed, host_entry, origin_entry};
 pub use listener::ConnectionLimits;
 use resume::KeptBytes;
 use session::{SessionCounts, SessionTable};
