@@ -3,6 +3,8 @@
 //! a tool whose annotations break the rules, so such a tool is refused here, with the
 //! reason, rather than served and silently missing from every client's list.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 /// One mirrored argument: where it sits in the arguments, and its header's name suffix.
@@ -28,8 +30,10 @@ pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam
     stray(schema, (false, true), &mut String::new())?;
     let mut found = Vec::new();
     collect(schema.get("properties"), &mut Vec::new(), &mut found)?;
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(found.len());
     for (i, param) in found.iter().enumerate() {
-        if let Some(earlier) = found[..i].iter().find(|p| p.header.eq_ignore_ascii_case(&param.header)) {
+        if let Some(&earlier) = seen.get(&param.header.to_ascii_lowercase()) {
+            let earlier = &found[earlier];
             return Err(format!(
                 "x-mcp-header {:?} of `{}` repeats that of `{}` (names are compared without case)",
                 param.header,
@@ -37,6 +41,7 @@ pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam
                 earlier.property()
             ));
         }
+        seen.insert(param.header.to_ascii_lowercase(), i);
     }
     Ok(found.into())
 }

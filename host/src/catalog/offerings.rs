@@ -2,6 +2,7 @@
 //! JSON Schemas (validators compiled here, never per request or per reload), resource URIs
 //! and URI templates. A reload that keeps a plugin version keeps its `Offerings`.
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use capsule_uri_template::UriTemplate;
@@ -151,10 +152,13 @@ impl Offerings {
     pub fn new(plugin: Arc<Plugin>) -> Result<Offerings, CatalogError> {
         let name = plugin.name();
         let manifest = plugin.manifest();
+        // Names seen, by set: a plugin may list hundreds of thousands of things within its
+        // manifest's size, and comparing each with every earlier one took minutes.
+        let mut seen: HashSet<&str> = HashSet::new();
         let mut tools: Vec<Arc<ToolEntry>> = Vec::with_capacity(manifest.tools.len());
         for tool in &manifest.tools {
             check_tool_name(name, &tool.name)?;
-            if tools.iter().any(|t| t.tool.name == tool.name) {
+            if !seen.insert(&tool.name) {
                 return Err(twice(&plugin, "tool", &tool.name));
             }
             let input_schema = parse_schema(name, &tool.name, "input", &tool.input_schema)?;
@@ -182,8 +186,9 @@ impl Offerings {
             }));
         }
         let mut resources: Vec<Arc<ResourceEntry>> = Vec::with_capacity(manifest.resources.len());
+        seen.clear();
         for resource in &manifest.resources {
-            if resources.iter().any(|r| r.resource.uri == resource.uri) {
+            if !seen.insert(&resource.uri) {
                 return Err(twice(&plugin, "resource", &resource.uri));
             }
             resources.push(Arc::new(ResourceEntry { plugin: plugin.clone(), resource: resource.clone() }));
@@ -197,8 +202,9 @@ impl Offerings {
         }
         let mut variables = 0;
         let mut templates: Vec<Arc<TemplateEntry>> = Vec::with_capacity(manifest.templates.len());
+        seen.clear();
         for template in &manifest.templates {
-            if templates.iter().any(|t| t.template.uri_template == template.uri_template) {
+            if !seen.insert(&template.uri_template) {
                 return Err(twice(&plugin, "resource template", &template.uri_template));
             }
             let matcher = UriTemplate::parse(&template.uri_template)
@@ -212,8 +218,9 @@ impl Offerings {
             templates.push(Arc::new(TemplateEntry { plugin: plugin.clone(), template: template.clone(), matcher }));
         }
         let mut prompts: Vec<Arc<PromptEntry>> = Vec::with_capacity(manifest.prompts.len());
+        seen.clear();
         for prompt in &manifest.prompts {
-            if prompts.iter().any(|p| p.prompt.name == prompt.name) {
+            if !seen.insert(&prompt.name) {
                 return Err(twice(&plugin, "prompt", &prompt.name));
             }
             prompts.push(Arc::new(PromptEntry { plugin: plugin.clone(), prompt: prompt.clone() }));

@@ -20,6 +20,9 @@ use serde_json::{Map, Value};
 /// OpenAPI-derived schema weighs a few thousand).
 pub const MAX_WEIGHT: u64 = 100_000;
 
+/// The most schema objects weighing a schema may visit.
+const MAX_VISITS: u64 = 4 * MAX_WEIGHT;
+
 /// How deep expansion may nest (objects and references together). Generated schemas nest a
 /// few dozen levels; a chain of tens of thousands of references is refused here, before
 /// jsonschema spends seconds compiling it.
@@ -35,6 +38,7 @@ pub fn weigh(root: &Map<String, Value>) -> Result<Weight, String> {
         weights: HashMap::new(),
         open: Vec::new(),
         back_edges: 0,
+        visits: 0,
     };
     scale.collect(root, 0, true)?;
     let weight = scale.object(root, 0)?;
@@ -74,6 +78,8 @@ struct Scale<'a> {
     open: Vec<*const Map<String, Value>>,
     /// References met that led back into an open target.
     back_edges: u64,
+    /// Schema objects visited so far.
+    visits: u64,
 }
 
 impl<'a> Scale<'a> {
@@ -111,14 +117,25 @@ impl<'a> Scale<'a> {
         if depth > MAX_DEPTH {
             return Err(format!("it nests (counting $refs) deeper than {MAX_DEPTH} levels"));
         }
+        // Visits are what the weighing costs: a target inside a cycle is expanded again at
+        // each reference (its weight holds only there), so they are bounded apart from the
+        // weight, and the weight is checked after every child rather than every key (an
+        // `allOf` of 300,000 such references once took the weighing tens of minutes).
+        self.visits += 1;
+        if self.visits > MAX_VISITS {
+            return Err(too_heavy());
+        }
         let mut weight: u64 = 1;
         for (key, value) in object {
             if let ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) = (key.as_str(), value) {
                 weight = weight.saturating_add(self.reference(reference, depth)?);
-                continue;
-            }
-            for child in children(value) {
-                weight = weight.saturating_add(self.object(child, depth + 1)?);
+            } else {
+                for child in children(value) {
+                    weight = weight.saturating_add(self.object(child, depth + 1)?);
+                    if weight > MAX_WEIGHT {
+                        return Err(too_heavy());
+                    }
+                }
             }
             if weight > MAX_WEIGHT {
                 return Err(too_heavy());
@@ -246,6 +263,33 @@ mod tests {
         let mut cyclic = doubling(20);
         cyclic["$defs"]["a0"] = json!({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a20"}]});
         assert!(weight(cyclic).is_err());
+    }
+
+    /// A target inside a cycle is expanded again at each reference, so weighing is bounded
+    /// by what it visits too: `top` refers 2,000 times to `a13`, which weighs ~49,000 and
+    /// leads back to `top` (~80 million visits before, and hours at 300,000 references).
+    #[test]
+    fn many_references_into_a_cycle_are_refused_after_few_visits() {
+        let mut defs = Map::new();
+        defs.insert("a0".into(), json!({"anyOf": [{"$ref": "#/$defs/top"}]}));
+        for k in 1..=13 {
+            let below = format!("#/$defs/a{}", k - 1);
+            defs.insert(format!("a{k}"), json!({"allOf": [{"$ref": below}, {"$ref": below}]}));
+        }
+        defs.insert("top".into(), json!({"allOf": vec![json!({"$ref": "#/$defs/a13"}); 2_000]}));
+        let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/top"}}, "$defs": defs});
+        let root = schema.as_object().unwrap();
+        let mut scale = Scale {
+            root,
+            base: None,
+            anchors: HashMap::new(),
+            weights: HashMap::new(),
+            open: Vec::new(),
+            back_edges: 0,
+            visits: 0,
+        };
+        assert!(scale.object(root, 0).unwrap_err().contains("more than 100000"));
+        assert!(scale.visits <= 2 * MAX_WEIGHT, "{} visits", scale.visits);
     }
 
     #[test]

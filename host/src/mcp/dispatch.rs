@@ -7,8 +7,11 @@
 #![allow(deprecated)] // Logging levels are deprecated by SEP-2577 but served to legacy clients.
 
 use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
+
+use futures::FutureExt;
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -237,7 +240,8 @@ impl CapsuleServer {
         let started = Instant::now();
         let note = Arc::<Note>::default();
         // Boxed, so that instrumenting it moves a pointer rather than the whole future.
-        let reply = Box::pin(self.dispatch(method, raw, call, front, &note)).instrument(span.clone()).await;
+        let dispatched = Box::pin(self.dispatch(method, raw, call, front, &note));
+        let reply = answered(dispatched).instrument(span.clone()).await;
         let error = match &reply {
             Ok(Reply::Tool(tool)) if tool.is_error() => Some(Cow::Borrowed("tool_error")),
             Ok(_) => None,
@@ -590,5 +594,33 @@ impl CapsuleServer {
         let mut result = SubscriptionsListenResult::complete(front.id.clone());
         result.meta.set_server_info(lists::server_config().server_info);
         Ok(ServerResult::SubscriptionsListenResult(result))
+    }
+}
+
+/// `work`'s result, or -32603 if it panics: a defect fails its own request with an answer,
+/// on every transport, rather than leave it unanswered or take its connection down.
+async fn answered<T>(work: impl Future<Output = Result<T, ErrorData>>) -> Result<T, ErrorData> {
+    AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|_| {
+        tracing::error!("a request failed on a defect in the server (a panic); it was answered -32603");
+        Err(ErrorData::internal_error("the server failed on this request; it goes on serving others", None))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_fails_its_request_with_an_answer() {
+        assert_eq!(answered(async { Ok::<_, ErrorData>(7) }).await, Ok(7));
+        let failed = answered(async {
+            if std::hint::black_box(true) {
+                panic!("a defect");
+            }
+            Ok::<u8, ErrorData>(0)
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(failed.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
     }
 }

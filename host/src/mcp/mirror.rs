@@ -97,12 +97,12 @@ pub struct Named<'a> {
 }
 
 /// Whether a header's text stands for a body value; numbers compare as numbers (`42` and
-/// `42.0` agree).
+/// `42.0` agree), integers exactly (past 2^53 two integers can be one `f64`).
 fn agrees(header: &str, value: &Value) -> bool {
     match value {
         Value::String(s) => s == header,
         Value::Bool(b) => header == if *b { "true" } else { "false" },
-        Value::Number(n) => match (n.as_i64(), header.parse::<i64>()) {
+        Value::Number(n) => match (n.as_i64().map(i128::from).or(n.as_u64().map(i128::from)), header.parse::<i128>()) {
             (Some(a), Ok(b)) => a == b,
             _ => n.as_f64().zip(header.parse::<f64>().ok()).is_some_and(|(a, b)| a == b),
         },
@@ -159,6 +159,12 @@ mod tests {
         assert_eq!(check_call(&headers(&good[..2]), "t", Some(&null), &mirrored), Ok(()));
         let extra = check_call(&headers(&good), "t", Some(&null), &mirrored).unwrap_err();
         assert!(extra.contains("unexpected Mcp-Param-N"), "{extra}");
+        // Integers compare exactly, past what an f64 tells apart too.
+        let big = RawValue::from_string(r#"{"region": "eu", "n": 18446744073709551615}"#.to_owned()).unwrap();
+        let near = [good[0], good[1], ("mcp-param-n", "18446744073709551614")];
+        assert!(check_call(&headers(&near), "t", Some(&big), &mirrored).unwrap_err().contains("does not match"));
+        let exact = [good[0], good[1], ("mcp-param-n", "18446744073709551615")];
+        assert_eq!(check_call(&headers(&exact), "t", Some(&big), &mirrored), Ok(()));
         // Only the headers a check reads are kept for it.
         let all = headers(&[("mcp-method", "tools/call"), good[0], good[1], ("accept", "*/*")]);
         let kept = kept(&all);
