@@ -130,7 +130,6 @@ pub fn find_by_digest<'a, T>(digest: &[u8; 32], candidates: impl IntoIterator<It
     found
 }
 
-/// A quoted-string value for `WWW-Authenticate`, with nothing that could end the quotes.
 /// Seconds since the Unix epoch.
 fn epoch_seconds() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
@@ -144,6 +143,7 @@ fn reusable_for(exp: u64, now: u64) -> Duration {
     Duration::from_secs(exp.saturating_sub(now)).min(VERIFIED_FOR)
 }
 
+/// A quoted-string value for `WWW-Authenticate`, with nothing that could end the quotes.
 fn quoted(text: &str) -> String {
     let clean: String = text.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
     format!("\"{clean}\"")

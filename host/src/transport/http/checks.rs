@@ -61,8 +61,9 @@ struct OriginEntry {
 }
 
 impl Allowed {
-    /// Loopback names and origins, plus the operator's. An origin entry that is not one is
-    /// ignored (it could match nothing).
+    /// Loopback names and origins, plus the operator's (which `serve` checks with
+    /// [`host_entry`] and [`origin_entry`] first). An origin entry that is not one matches
+    /// nothing.
     pub fn new(hosts: &[String], origins: &[String]) -> Allowed {
         let loopback = ["localhost", "127.0.0.1", "::1"].into_iter();
         let hosts = loopback.chain(hosts.iter().map(String::as_str)).map(HostEntry::parse).collect();

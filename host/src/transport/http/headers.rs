@@ -36,19 +36,22 @@ pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>, reque
     if !key_is_name && !key_is_uri {
         return Ok(());
     }
-    // Without params the method's own read refuses the request.
-    let Some(params) = params else { return Ok(()) };
+    // Params that are no object (or none) are the method's own to refuse.
+    let Some(params) = params.filter(|p| p.get().trim_start().starts_with('{')) else { return Ok(()) };
     let key = if key_is_name { "name" } else { "uri" };
     // Only the key is read: a stray field of another type beside it must not hide it (it
-    // did, read together with the fields of other methods), and params whose key cannot
-    // be read as one string are not served against a header nobody could check.
+    // did, read together with the fields of other methods).
     let named = if key_is_name {
         serde_json::from_str::<PromptName>(params.get()).map(|p| p.name)
     } else {
         serde_json::from_str::<ResourceUri>(params.get()).map(|p| p.uri)
     };
     match named {
-        Ok(expected) => mirror::check_name(headers, method, &expected),
+        Ok(Some(expected)) => mirror::check_name(headers, method, &expected),
+        // Params without the key are the method's own to refuse too.
+        Ok(None) => Ok(()),
+        // A key that is there but not one string (or there twice) cannot be checked, and
+        // what the method would read of it is not served unchecked.
         Err(_) => Err(format!("Mcp-Name cannot be checked: params.{key} is not one string")),
     }
 }
@@ -56,15 +59,15 @@ pub fn check(headers: &HeaderMap, method: &str, params: Option<&RawValue>, reque
 /// What `prompts/get` is about.
 #[derive(Deserialize)]
 struct PromptName<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
 }
 
 /// What `resources/read` is about.
 #[derive(Deserialize)]
 struct ResourceUri<'a> {
-    #[serde(borrow)]
-    uri: Cow<'a, str>,
+    #[serde(default, borrow)]
+    uri: Option<Cow<'a, str>>,
 }
 
 #[cfg(test)]
@@ -107,8 +110,10 @@ mod tests {
             true,
         );
         assert!(read.unwrap_err().contains("does not match"));
-        for params in [json!({"name": 42}), json!({"arguments": {}})] {
-            assert!(stray(params.clone()).unwrap_err().contains("cannot be checked"), "{params}");
+        assert!(stray(json!({"name": 42})).unwrap_err().contains("cannot be checked"));
+        // Params without the name, or no object, are the method's to refuse (-32602).
+        for params in [json!({"arguments": {}}), json!({"name": null}), json!(["p"]), json!("p")] {
+            assert_eq!(stray(params.clone()), Ok(()), "{params}");
         }
         let twice = RawValue::from_string(r#"{"name": "q", "name": "p"}"#.to_owned()).unwrap();
         let twice = check(&headers(&[good[0], ("mcp-name", "q")]), "prompts/get", Some(&twice), true);

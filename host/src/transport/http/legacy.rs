@@ -415,7 +415,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
     // A POST stream's id resumes that stream, through its answer; the session's own GET
     // stream is left as it is.
     match resume.map(|id| session.posts.find(id)) {
-        Some(Ok(Some((stream, after)))) => return sse::response(stream.events(after)),
+        Some(Ok(Some(events))) => return sse::response(events),
         Some(Err(())) => return text(400, "Bad Request: Last-Event-ID names a stream this session no longer keeps"),
         _ => {}
     }

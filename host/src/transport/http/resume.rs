@@ -73,7 +73,7 @@ impl KeptBytes {
         if full && !self.told.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 limit = self.limit,
-                "resumable streams keep --max-resume-bytes; from now on, while they do, a stream nobody reads is not kept"
+                "resumable streams keep --max-resume-bytes; while they do, a stream nobody reads is not kept (said once)"
             );
         }
         full
@@ -138,19 +138,29 @@ impl PostStreams {
         }
     }
 
-    /// The stream an event id names, and the place after which to resume, if the id is one
-    /// of a POST stream this session still keeps. `Err` for a POST stream id it does not
-    /// (any more); `Ok(None)` for an id that is not one a POST stream issued (a place it has
-    /// not reached would resume nothing, and its answer would never come).
-    pub fn find(&self, id: &str) -> Result<Option<(Arc<PostStream>, u64)>, ()> {
+    /// Resume the stream an event id names, after the place it names, if the id is one of a
+    /// POST stream this session still keeps whole after that place: the events that follow
+    /// (see [`PostStream::events`]). `Err` for a POST stream id it does not keep (any more),
+    /// or a place after which it dropped events (the resume would skip them silently: an
+    /// elicitation among them would never be answered); `Ok(None)` for an id that is not one
+    /// a POST stream issued (a place it has not reached would resume nothing, and its answer
+    /// would never come). The reader attaches under the stream's lock, so the stream cannot
+    /// be emptied for the server's budget between the look and the attaching.
+    pub fn find(&self, id: &str) -> Result<Option<impl Stream<Item = Frame> + Send + use<>>, ()> {
         let Some((number, place)) = parse(id) else { return Ok(None) };
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?;
-        let buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
-        if buffer.shed {
+        let stream = kept.streams.iter().find(|stream| stream.number == number).ok_or(())?.clone();
+        drop(kept);
+        let mut buffer = stream.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        if buffer.shed || place < buffer.dropped {
             return Err(());
         }
-        Ok((place <= buffer.last).then(|| (stream.clone(), place)))
+        if place > buffer.last {
+            return Ok(None);
+        }
+        let number = buffer.attach();
+        drop(buffer);
+        Ok(Some(stream.reading(number, place)))
     }
 }
 
@@ -205,6 +215,8 @@ struct Buffer {
     /// Emptied for the server's limit while nobody read it: it keeps nothing more, and
     /// cannot be resumed.
     shed: bool,
+    /// The newest place dropped: a resume from before it would miss events.
+    dropped: u64,
 }
 
 impl Buffer {
@@ -226,9 +238,19 @@ impl Buffer {
             self.shed = true;
         } else {
             let taken = self.taken;
-            self.events.retain(|(place, _)| *place > taken);
+            let read = self.events.partition_point(|(place, _)| *place <= taken);
+            if let Some((place, _)) = self.events.drain(..read).next_back() {
+                self.dropped = place;
+            }
         }
         self.bytes = self.events.iter().map(|(_, message)| message.len()).sum();
+    }
+
+    /// Attach a new reader, which the one attached before gives way to; its number.
+    fn attach(&mut self) -> u64 {
+        self.readers += 1;
+        self.reader += 1;
+        self.reader
     }
 }
 
@@ -262,8 +284,9 @@ impl PostStream {
         buffer.bytes += message.len();
         buffer.events.push_back((place, String::from_utf8(message).unwrap_or_default().into()));
         while buffer.events.len() > KEPT || (buffer.bytes > KEPT_BYTES && buffer.events.len() > 1) {
-            if let Some((_, dropped)) = buffer.events.pop_front() {
+            if let Some((place, dropped)) = buffer.events.pop_front() {
                 buffer.bytes -= dropped.len();
+                buffer.dropped = place;
             }
         }
         self.settle(&mut buffer, Some(before));
@@ -305,12 +328,12 @@ impl PostStream {
     /// that resumes while its first connection is still open): every event goes to one
     /// live stream.
     pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Frame> + Send + use<> {
-        let number = {
-            let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
-            buffer.readers += 1;
-            buffer.reader += 1;
-            buffer.reader
-        };
+        let number = self.buffer.lock().unwrap_or_else(|e| e.into_inner()).attach();
+        self.reading(number, after)
+    }
+
+    /// The events reader `number`, attached already, reads after `after`.
+    fn reading(self: &Arc<Self>, number: u64, after: u64) -> impl Stream<Item = Frame> + Send + use<> {
         // The reader this one takes over from ends.
         self.wake.notify_waiters();
         let reading = Reading(self.clone());
@@ -371,9 +394,7 @@ mod tests {
         stream.push(b"{\"a\":2}".to_vec()).await;
         stream.push(b"{\"a\":3}".to_vec()).await;
         stream.finish();
-        let (found, after) = streams.find("p1.1").expect("kept").expect("a POST stream id");
-        assert_eq!(after, 1);
-        let rest: Vec<_> = found.events(after).collect().await;
+        let rest: Vec<_> = streams.find("p1.1").expect("kept").expect("a POST stream id").collect().await;
         assert_eq!(rest.len(), 2, "events 2 and 3, then the end");
         assert!(matches!(streams.find("7"), Ok(None)), "a GET stream id is not a POST stream's");
         assert!(streams.find("p9.1").is_err(), "a stream this session does not keep");
@@ -516,5 +537,29 @@ mod tests {
         again.push(vec![b'd'; 600]).await;
         again.finish();
         assert!(two.find("p3.0").is_ok_and(|s| s.is_some()), "room made was not used");
+    }
+
+    #[tokio::test]
+    async fn a_resume_that_would_skip_dropped_events_is_refused() {
+        // Past a stream's own bounds, with nobody reading, the oldest go.
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let stream = streams.open();
+        for n in 0..=KEPT {
+            stream.push(format!("{n}").into_bytes()).await;
+        }
+        stream.finish();
+        assert!(streams.find("p1.0").is_err(), "event 1 is gone: a resume from before it would skip it");
+        assert!(streams.find("p1.1").is_ok_and(|s| s.is_some()));
+        // Past the server's budget what a reader took goes: a resume from before it is
+        // refused, one from where the reader got to is not.
+        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(0));
+        let stream = streams.open();
+        let mut events = Box::pin(stream.events(0));
+        stream.push(b"1".to_vec()).await;
+        assert!(events.next().await.is_some());
+        stream.push(b"2".to_vec()).await;
+        assert!(streams.find("p1.0").is_err(), "a resume would skip the event the reader took");
+        let mut resumed = Box::pin(streams.find("p1.1").expect("kept").expect("a POST stream id"));
+        assert!(resumed.next().await.is_some_and(|event| event.text().contains("data: 2")));
     }
 }
