@@ -56,6 +56,7 @@ pub struct Catalog {
     resources: Vec<Arc<ResourceEntry>>,
     resource_index: HashMap<String, usize>,
     templates: Vec<Arc<TemplateEntry>>,
+    template_index: HashMap<String, usize>,
     prompts: Vec<Arc<PromptEntry>>,
     prompt_index: HashMap<String, usize>,
 }
@@ -118,16 +119,15 @@ impl Catalog {
             self.resources.push(resource.clone());
         }
         for template in &offered.templates {
-            if let Some(other) =
-                self.templates.iter().find(|t| t.template.uri_template == template.template.uri_template)
-            {
-                return Err(CatalogError::Collision {
-                    kind: "resource template",
-                    name: template.template.uri_template.clone(),
-                    first: other.plugin.name().into(),
-                    second: name.into(),
-                });
-            }
+            let templates = &self.templates;
+            claim(
+                &mut self.template_index,
+                |i| templates[i].plugin.name().into(),
+                "resource template",
+                &template.template.uri_template,
+                name,
+                templates.len(),
+            )?;
             self.templates.push(template.clone());
         }
         for prompt in &offered.prompts {
