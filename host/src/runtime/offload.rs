@@ -66,22 +66,30 @@ where
             && let Ok(handle) = Handle::try_current()
             && handle.runtime_flavor() == RuntimeFlavor::MultiThread
         {
-            let future = this.future;
-            return Poll::Ready(tokio::task::block_in_place(move || {
+            // Taken by whichever thread runs it: the long call's own, or this one if the
+            // system has no thread to spare.
+            let future = std::sync::Mutex::new(Some(this.future));
+            let run = || future.lock().unwrap_or_else(|e| e.into_inner()).take().map(|f| handle.block_on(f));
+            let output = tokio::task::block_in_place(|| {
                 std::thread::scope(|scope| {
                     let thread = std::thread::Builder::new().name("capsule-long-call".into());
-                    let running = thread
-                        .spawn_scoped(scope, || {
-                            // Below the request workers: interactive work first, and
-                            // the kernel's default slice rather than theirs.
-                            let _ = rustix::process::setpriority_process(None, LONG_CALL_NICE);
-                            let _ = crate::sched::set_slice(None);
-                            handle.block_on(future)
-                        })
-                        .expect("spawn a thread for a long call");
-                    running.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    let spawned = thread.spawn_scoped(scope, || {
+                        // Below the request workers: interactive work first, and the
+                        // kernel's default slice rather than theirs.
+                        let _ = rustix::process::setpriority_process(None, LONG_CALL_NICE);
+                        let _ = crate::sched::set_slice(None);
+                        run()
+                    });
+                    match spawned {
+                        Ok(running) => running.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        Err(e) => {
+                            tracing::warn!("no thread for a long call ({e}); it runs on its request worker");
+                            run()
+                        }
+                    }
                 })
-            }));
+            });
+            return Poll::Ready(output.expect("a long call's future is run once"));
         }
         this.future.poll(cx)
     }
