@@ -1368,6 +1368,37 @@ async fn connections_and_sessions_per_address_are_capped() {
     assert_eq!(ping().await.expect("served once a connection closed").status(), 200);
 }
 
+/// A batch's elements send into its one stream directly: each element's last progress
+/// notifications used to go through a task of their own, and were lost when the batch's
+/// answers went out first (the tail of one call or more in most batches).
+#[tokio::test]
+async fn a_batch_stream_carries_every_notification_its_elements_sent() {
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", hostile.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-03-26", json!({})).await;
+    for round in 0..10 {
+        let batch: Vec<Value> = (0..3)
+            .map(|k| {
+                json!({"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": {"name": "flood",
+                    "arguments": {"count": 200}, "_meta": {"progressToken": format!("t{k}")}}})
+            })
+            .collect();
+        let reply = client.post(&Value::Array(batch)).await;
+        let messages: Vec<&Value> =
+            reply.messages.iter().flat_map(|m| m.as_array().map_or(vec![m], |all| all.iter().collect())).collect();
+        for k in 0..3 {
+            let token = format!("t{k}");
+            let progress = messages
+                .iter()
+                .filter(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == token)
+                .count();
+            let answered = messages.iter().any(|m| m["id"] == k && first_text(&m["result"]) == "sent 200 messages");
+            assert!(answered && progress == 200, "round {round}, call {k}: {progress} of 200; {}", reply.body);
+        }
+    }
+}
+
 /// 2025-03-26 batches: an element that needs the client's input gets it on the batch's own
 /// stream while the other elements run, and every answer comes back.
 #[tokio::test]

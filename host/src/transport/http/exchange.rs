@@ -75,6 +75,11 @@ pub fn link(asks: Option<Arc<Pending>>) -> (Arc<dyn ClientLink>, mpsc::Receiver<
     (Arc::new(PostLink { tx, asks }), rx)
 }
 
+/// A link whose messages go into `tx`: the one stream of a batch its request is part of.
+pub fn link_into(tx: mpsc::Sender<Vec<u8>>, asks: Option<Arc<Pending>>) -> Arc<dyn ClientLink> {
+    Arc::new(PostLink { tx, asks })
+}
+
 /// What becomes of a POST's work if its response is dropped first (the client went away).
 pub enum OnDrop {
     /// It goes on: a legacy session's request is cancelled by `notifications/cancelled`.

@@ -11,6 +11,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 
 use super::super::jsonrpc::{self, Batch, Incoming, Message};
 use super::checks;
@@ -96,7 +97,7 @@ pub async fn post(
         }
         (Incoming::Single(message), Some(session)) => {
             let mut cap = session.max_in_flight;
-            exchange_for(one(&session, message, &sender, &mut cap), auth, resumable(&session)).await
+            exchange_for(one(&session, message, &sender, &mut cap, None), auth, resumable(&session)).await
         }
         (Incoming::Batch(items), Some(session)) => batch(&session, items, &sender, max_batch).await,
         (Incoming::Batch(_), None) => {
@@ -241,10 +242,29 @@ impl Drop for Answered {
 /// Take one message: notifications and answers at once, a request as work to run unless
 /// `cap` requests of the session are running already. A request admitted lifts `cap` for
 /// the requests after it in the same message (a batch counts once), one refused drops it.
-fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: &mut usize) -> OneOf {
+fn one(
+    session: &Arc<Session>,
+    message: Message<'_>,
+    sender: &Sender<'_>,
+    cap: &mut usize,
+    batch: Option<&mpsc::Sender<Vec<u8>>>,
+) -> OneOf {
     match message {
         Message::Request { id, method, params } => {
-            let (link, notes) = exchange::link(Some(session.pending.clone()));
+            // A batch element sends into the batch's one stream directly: through a task of
+            // its own between, what it sent last could still be on its way when the batch's
+            // answers went out, and was lost.
+            let (link, notes) = match batch {
+                Some(tx) => (exchange::link_into(tx.clone(), Some(session.pending.clone())), None),
+                None => {
+                    let (link, notes) = exchange::link(Some(session.pending.clone()));
+                    (link, Some(notes))
+                }
+            };
+            let request = |work: Work| match notes {
+                Some(notes) => OneOf::Request(work, notes),
+                None => OneOf::Done(work),
+            };
             // Each running request holds its params, and a client that hangs up leaves it
             // running (the spec's rule): without a bound one client could stack them up.
             // Ending the session (DELETE) stops what it has running.
@@ -260,10 +280,7 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: &
                     None,
                 );
                 let message = jsonrpc::error(Some(&id), &error);
-                return OneOf::Request(
-                    Box::pin(std::future::ready(Some(Written { message, needed_scope: None }))),
-                    notes,
-                );
+                return request(Box::pin(std::future::ready(Some(Written { message, needed_scope: None }))));
             };
             let origin = sender.origin(session);
             let front = Front {
@@ -276,27 +293,24 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: &
                 before_initialize: false,
             };
             let (session, method, params) = (session.clone(), method.into_owned(), params.map(|p| p.to_owned()));
-            OneOf::Request(
-                Box::pin(async move {
-                    // Touched before the request leaves the in-flight map, so that no expiry
-                    // sweep between sees it neither answering nor freshly seen.
-                    let marks = (Answered(session.clone()), in_flight);
-                    let answer = session.server.request(&method, params.as_deref(), &front).await;
-                    // A cancelled request is not answered (nor is one its session's end
-                    // stopped): the client has stopped waiting for it.
-                    if marks.1.token().is_cancelled() {
-                        return None;
-                    }
-                    Some(match answer {
-                        Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
-                        Err(error) => Written {
-                            message: jsonrpc::error(Some(&front.id), &error),
-                            needed_scope: exchange::needed_scope(&error),
-                        },
-                    })
-                }),
-                notes,
-            )
+            request(Box::pin(async move {
+                // Touched before the request leaves the in-flight map, so that no expiry
+                // sweep between sees it neither answering nor freshly seen.
+                let marks = (Answered(session.clone()), in_flight);
+                let answer = session.server.request(&method, params.as_deref(), &front).await;
+                // A cancelled request is not answered (nor is one its session's end
+                // stopped): the client has stopped waiting for it.
+                if marks.1.token().is_cancelled() {
+                    return None;
+                }
+                Some(match answer {
+                    Ok(result) => Written { message: jsonrpc::response(&front.id, &result), needed_scope: None },
+                    Err(error) => Written {
+                        message: jsonrpc::error(Some(&front.id), &error),
+                        needed_scope: exchange::needed_scope(&error),
+                    },
+                })
+            }))
         }
         Message::Notification { method, params } => {
             let link = SessionTable::link(session);
@@ -314,7 +328,7 @@ fn one(session: &Arc<Session>, message: Message<'_>, sender: &Sender<'_>, cap: &
 }
 
 enum OneOf {
-    Request(Work, tokio::sync::mpsc::Receiver<Vec<u8>>),
+    Request(Work, mpsc::Receiver<Vec<u8>>),
     Done(Work),
 }
 
@@ -357,7 +371,7 @@ async fn batch(session: &Arc<Session>, items: Batch<'_>, sender: &Sender<'_>, ma
     if let Err(refused) = jsonrpc::batch_allowed(session.server.negotiated().as_ref(), "session", size) {
         return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
     }
-    let (tx, notes) = tokio::sync::mpsc::channel(64);
+    let (tx, notes) = mpsc::channel(64);
     let mut works: Vec<Work> = Vec::new();
     // A batch counts once against `--max-in-flight`: its first request is admitted or not,
     // and the others follow it (they run a few at a time, and one refused for the others
@@ -366,20 +380,9 @@ async fn batch(session: &Arc<Session>, items: Batch<'_>, sender: &Sender<'_>, ma
     for item in items.messages() {
         match jsonrpc::batch_element(item) {
             Err(message) => works.push(Box::pin(std::future::ready(Some(Written { message, needed_scope: None })))),
-            Ok(message) => match one(session, message, sender, &mut cap) {
-                OneOf::Done(work) => works.push(work),
-                OneOf::Request(work, mut own) => {
-                    // Each element's messages join the batch's one stream.
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        while let Some(message) = own.recv().await {
-                            if tx.send(message).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                    works.push(work);
-                }
+            // Each element's messages join the batch's one stream.
+            Ok(message) => match one(session, message, sender, &mut cap, Some(&tx)) {
+                OneOf::Done(work) | OneOf::Request(work, _) => works.push(work),
             },
         }
     }
