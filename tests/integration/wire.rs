@@ -207,6 +207,63 @@ fn stdio_a_chatty_call_s_messages_arrive_up_to_its_budget() {
     stdio.finish();
 }
 
+/// Once a request is cancelled nothing more goes out for it (a MUST on 2026-07-28 stdio): its
+/// progress notifications already queued behind a backed-up output used to follow the
+/// cancellation, a hundred of them after an answer the server wrote later.
+#[test]
+fn stdio_a_cancelled_request_sends_nothing_more() {
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let mut stdio = StdioServer::start_with(&["--no-watch", "--plugin", hostile.to_str().unwrap()]);
+    let meta = |token: Option<&str>| {
+        let mut meta = json!({"io.modelcontextprotocol/protocolVersion": META_2026,
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        if let Some(token) = token {
+            meta["progressToken"] = json!(token);
+        }
+        meta
+    };
+    let flood = |id: &str, token: &str| {
+        let mut meta = meta(Some(token));
+        meta["io.modelcontextprotocol/logLevel"] = json!("debug");
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "flood",
+            "arguments": {"count": 1000}, "_meta": meta}})
+    };
+    // Three floods fill the output's queue (1,024 messages), so the fourth's notifications
+    // wait to be queued; then the one to cancel starts.
+    for k in 0..3 {
+        stdio.send(&flood(&format!("f{k}"), &format!("f{k}")));
+    }
+    stdio.send(&flood("c", "tok"));
+    while stdio.read()["params"]["progressToken"] != "tok" {}
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The cancellation is taken before the probe that follows it on the line: anything for
+    // the cancelled request after the probe's answer went out after the cancellation.
+    stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c"}}));
+    stdio.send(&json!({"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {"_meta": meta(None)}}));
+    // The input stays open a while: at its end what is still queued may go unsent.
+    let input = stdio.take_input();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        drop(input);
+    });
+    let (mut probed, mut after, mut answered) = (false, 0, false);
+    let mut line = String::new();
+    while {
+        line.clear();
+        std::io::BufRead::read_line(stdio.stdout_mut(), &mut line).unwrap() > 0
+    } {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        probed |= message["id"] == "probe";
+        answered |= message["id"] == "c";
+        if probed && message["params"]["progressToken"] == "tok" {
+            after += 1;
+        }
+    }
+    assert!(probed && !answered, "the probe is answered, the cancelled request not");
+    // One notification may have been on its way out when the cancellation came.
+    assert!(after <= 1, "{after} progress notifications of the cancelled request followed the probe's answer");
+}
+
 /// A stdio server with the conformance plugin and one place in flight.
 fn one_place_with_conformance() -> StdioServer {
     let conformance = crate::support::plugins().join("conformance.wasm");

@@ -141,8 +141,14 @@ pub fn channel(
         return (Arc::new(events), changed, None);
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let stop = cancelled.clone();
     let forward = async move {
         while let Some(event) = rx.recv().await {
+            // Nothing more goes out for a cancelled request (MUST on 2026-07-28 stdio): what
+            // it queued before is dropped, not sent after the client stopped waiting.
+            if stop.is_cancelled() {
+                return;
+            }
             match event {
                 Event::Log { level, logger, message } => {
                     let level = logging_level(level);
