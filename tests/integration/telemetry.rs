@@ -177,6 +177,23 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     }
     session.post(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 24}})).await;
     tokio::time::timeout(Duration::from_secs(10), spinning).await.expect("the cancelled call ended").unwrap();
+    // A 2026-07-28 spin whose client hangs up while it runs ends cancelled too, and is
+    // counted (its task used to be aborted before its accounting).
+    let in_flight = r#"capsule_calls_in_flight{tenant="default"}"#;
+    let stateless = Client::new(&server.url);
+    let hung_up = tokio::spawn(async move {
+        stateless.modern(27, "tools/call", json!({"name": "spin", "arguments": {}}), json!({})).await
+    });
+    while value(&scrape(&metrics, None).await.2, in_flight) < 1.0 {
+        assert!(Instant::now() < deadline, "the second spin never started:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    hung_up.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while value(&scrape(&metrics, None).await.2, in_flight) > 0.0 {
+        assert!(Instant::now() < deadline, "the spin whose client hung up runs on");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Names no catalog holds and revisions Capsule does not speak stay out of the labels.
     let unknown = call(25, "no-such-tool-xyzzy", json!({})).await;
     assert!(unknown.get("error").is_some(), "{unknown}");
@@ -196,7 +213,7 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
     assert_eq!(calls(&text, "hostile", "spin", "deadline"), 1.0, "{text}");
     assert_eq!(calls(&text, "hostile", "hog", "memory"), 1.0, "{text}");
     assert_eq!(calls(&text, "hostile", "crash", "trap"), 1.0, "{text}");
-    assert_eq!(calls(&text, "hostile", "spin", "cancelled"), 1.0, "{text}");
+    assert_eq!(calls(&text, "hostile", "spin", "cancelled"), 2.0, "{text}");
     assert_eq!(value(&text, r#"capsule_calls_in_flight{tenant="default"}"#), 0.0, "{text}");
     assert!(!text.contains("xyzzy"), "a client-chosen string became a label value:\n{text}");
     let ok_adds = r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="add",error_type="",network_transport="tcp",mcp_protocol_version="2025-11-25"}"#;
@@ -250,7 +267,7 @@ async fn metrics_count_calls_by_outcome_with_bounded_labels() {
         ("calc", "add", "tool_error", 1.0),
         ("hostile", "spin", "deadline", 1.0),
         ("hostile", "hog", "memory", 1.0),
-        ("hostile", "spin", "cancelled", 1.0),
+        ("hostile", "spin", "cancelled", 2.0),
     ] {
         let series = format!(r#"capsule_plugin_calls_total{{plugin="{plugin}",tool="{tool}",outcome="{outcome}"}}"#);
         prometheus.expect(&series, wanted).await;

@@ -84,7 +84,8 @@ pub fn link_into(tx: mpsc::Sender<Vec<u8>>, asks: Option<Arc<Pending>>) -> Arc<d
 pub enum OnDrop {
     /// It goes on: a legacy session's request is cancelled by `notifications/cancelled`.
     Detach,
-    /// It is aborted and the token cancelled, which stops a plugin call at its next tick.
+    /// The token is cancelled, which stops a plugin call at its next tick; the request then
+    /// ends as cancelled, unanswered.
     Cancel(CancellationToken),
 }
 
@@ -182,8 +183,9 @@ impl Future for Spawned {
 
 impl Drop for Spawned {
     fn drop(&mut self) {
+        // Cancelled, not aborted: the request ends at its next look at the token and does
+        // its accounting (an aborted call was missing from the metrics).
         if let OnDrop::Cancel(token) = &self.on_drop {
-            self.task.abort();
             token.cancel();
         }
     }
