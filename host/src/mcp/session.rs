@@ -125,6 +125,20 @@ impl SessionState {
         // hears of every change since it joined.
         !asked && !is_new(&seen.joined)
     }
+
+    /// The kinds of list it was answered from a catalog other than `current`: a client may
+    /// list before it says `notifications/initialized`, and a change announced between
+    /// did not reach it.
+    fn listed_before(&self, current: &Arc<Catalog>) -> Vec<ListKind> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let older = |list: List| matches!(&seen.lists[list as usize], Listed::At(catalog) if !std::ptr::eq(catalog.as_ptr(), Arc::as_ptr(current)));
+        let kinds = [
+            (ListKind::Tools, older(List::Tools)),
+            (ListKind::Resources, older(List::Resources) || older(List::Templates)),
+            (ListKind::Prompts, older(List::Prompts)),
+        ];
+        kinds.into_iter().filter_map(|(kind, older)| older.then_some(kind)).collect()
+    }
 }
 
 /// One of the lists a session can ask for.
@@ -261,6 +275,10 @@ impl Sessions {
             return;
         }
         state.seen.lock().unwrap_or_else(|e| e.into_inner()).joined = Arc::downgrade(joined);
+        for kind in state.listed_before(joined) {
+            let link = link.clone();
+            send_in_time(async move { link.notify(changed(kind)).await });
+        }
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|l| !l.is_gone());
         live.push(Live { link, state: Arc::downgrade(&state) });
@@ -286,20 +304,12 @@ impl Sessions {
     /// call), not the other sessions.
     pub async fn list_changed(&self, kind: ListKind, new: &Arc<Catalog>, first_load: bool) {
         let _ = self.changes.send(Change::List(kind));
-        let notification = || -> ServerNotification {
-            match kind {
-                ListKind::Tools => ToolListChangedNotification::default().into(),
-                ListKind::Resources => ResourceListChangedNotification::default().into(),
-                ListKind::Prompts => PromptListChangedNotification::default().into(),
-            }
-        };
         let stale = self
             .snapshot()
             .into_iter()
             .filter(|(_, state)| state.upgrade().is_some_and(|state| state.may_hold_stale(kind, new, first_load)));
         for (link, _) in stale {
-            let notification = notification();
-            send_in_time(async move { link.notify(notification).await });
+            send_in_time(async move { link.notify(changed(kind)).await });
         }
     }
 
@@ -334,6 +344,15 @@ impl Sessions {
                 });
             }
         });
+    }
+}
+
+/// The notification that a kind of list changed.
+fn changed(kind: ListKind) -> ServerNotification {
+    match kind {
+        ListKind::Tools => ToolListChangedNotification::default().into(),
+        ListKind::Resources => ResourceListChangedNotification::default().into(),
+        ListKind::Prompts => PromptListChangedNotification::default().into(),
     }
 }
 
@@ -397,6 +416,24 @@ mod tests {
         assert!(matches!(heard, ServerNotification::ToolListChangedNotification(_)), "{heard:?}");
         tokio::task::yield_now().await;
         assert!(after.try_recv().is_err(), "a session that joined at the new catalog was told of it");
+    }
+
+    /// A client may list before it says `notifications/initialized`, which registers it: a
+    /// change announced between did not reach it, so it hears of it when it registers.
+    #[tokio::test]
+    async fn a_session_that_listed_before_it_registered_hears_of_a_change_between() {
+        let sessions = Sessions::default();
+        let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
+        let (sent, mut heard) = mpsc::unbounded_channel();
+        let state = Arc::new(SessionState::default());
+        state.listed(List::Tools, &old);
+        state.listed(List::Prompts, &new);
+        sessions.list_changed(ListKind::Tools, &new, false).await;
+        sessions.register(Arc::new(Recorder(sent)), state.clone(), &new);
+        let told = tokio::time::timeout(NOTIFY_TIMEOUT, heard.recv()).await.unwrap().unwrap();
+        assert!(matches!(told, ServerNotification::ToolListChangedNotification(_)), "{told:?}");
+        tokio::task::yield_now().await;
+        assert!(heard.try_recv().is_err(), "told of a list it holds from the current catalog");
     }
 
     #[test]

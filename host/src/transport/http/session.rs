@@ -454,8 +454,10 @@ impl SessionTable {
     pub fn get(&self, id: &str, principal: Option<&str>) -> Option<Arc<Session>> {
         let live = self.live.read().unwrap_or_else(|e| e.into_inner());
         let session = live.sessions.get(id).filter(|s| s.principal.as_deref() == principal).cloned()?;
-        drop(live);
+        // Touched under the lock: an expiry sweep or a make_room (which take it to write)
+        // then cannot end a session between its lookup and its use.
         session.touch();
+        drop(live);
         Some(session)
     }
 
