@@ -32,7 +32,8 @@ pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam
     collect(schema.get("properties"), &mut Vec::new(), &mut found)?;
     let mut seen: HashMap<String, usize> = HashMap::with_capacity(found.len());
     for (i, param) in found.iter().enumerate() {
-        if let Some(&earlier) = seen.get(&param.header.to_ascii_lowercase()) {
+        let folded = param.header.to_ascii_lowercase();
+        if let Some(&earlier) = seen.get(&folded) {
             let earlier = &found[earlier];
             return Err(format!(
                 "x-mcp-header {:?} of `{}` repeats that of `{}` (names are compared without case)",
@@ -41,7 +42,7 @@ pub fn mirrored_params(schema: &Map<String, Value>) -> Result<Box<[MirroredParam
                 earlier.property()
             ));
         }
-        seen.insert(param.header.to_ascii_lowercase(), i);
+        seen.insert(folded, i);
     }
     Ok(found.into())
 }

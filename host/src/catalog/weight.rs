@@ -31,15 +31,7 @@ const MAX_DEPTH: usize = 256;
 /// The weight of `root` (see the module doc) and whether it refers back into itself, or why
 /// it cannot be bounded.
 pub fn weigh(root: &Map<String, Value>) -> Result<Weight, String> {
-    let mut scale = Scale {
-        root,
-        base: root.get("$id").and_then(Value::as_str).map(|id| id.trim_end_matches('#')),
-        anchors: HashMap::new(),
-        weights: HashMap::new(),
-        open: Vec::new(),
-        back_edges: 0,
-        visits: 0,
-    };
+    let mut scale = Scale::new(root);
     scale.collect(root, 0, true)?;
     let weight = scale.object(root, 0)?;
     if weight > MAX_WEIGHT {
@@ -83,6 +75,18 @@ struct Scale<'a> {
 }
 
 impl<'a> Scale<'a> {
+    fn new(root: &'a Map<String, Value>) -> Scale<'a> {
+        Scale {
+            root,
+            base: root.get("$id").and_then(Value::as_str).map(|id| id.trim_end_matches('#')),
+            anchors: HashMap::new(),
+            weights: HashMap::new(),
+            open: Vec::new(),
+            back_edges: 0,
+            visits: 0,
+        }
+    }
+
     /// Collect the anchors, and refuse what would make a reference mean something else to
     /// jsonschema than here: an `$id` below the root starts a schema resource of its own,
     /// against which its `#…` references resolve, and an anchor declared twice is ambiguous.
@@ -279,15 +283,7 @@ mod tests {
         defs.insert("top".into(), json!({"allOf": vec![json!({"$ref": "#/$defs/a13"}); 2_000]}));
         let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/top"}}, "$defs": defs});
         let root = schema.as_object().unwrap();
-        let mut scale = Scale {
-            root,
-            base: None,
-            anchors: HashMap::new(),
-            weights: HashMap::new(),
-            open: Vec::new(),
-            back_edges: 0,
-            visits: 0,
-        };
+        let mut scale = Scale::new(root);
         assert!(scale.object(root, 0).unwrap_err().contains("more than 100000"));
         assert!(scale.visits <= 2 * MAX_WEIGHT, "{} visits", scale.visits);
     }

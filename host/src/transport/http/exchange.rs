@@ -72,7 +72,7 @@ pub fn json(status: StatusCode, body: Vec<u8>) -> Response {
 /// With `asks`, the client can be asked things (legacy sessions); without, it cannot.
 pub fn link(asks: Option<Arc<Pending>>) -> (Arc<dyn ClientLink>, mpsc::Receiver<Vec<u8>>) {
     let (tx, rx) = mpsc::channel(QUEUE);
-    (Arc::new(PostLink { tx, asks }), rx)
+    (link_into(tx, asks), rx)
 }
 
 /// A link whose messages go into `tx`: the one stream of a batch its request is part of.

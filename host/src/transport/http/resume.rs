@@ -133,7 +133,7 @@ impl PostStreams {
         kept.forget_old();
         if self.budget.full() {
             for stream in &kept.streams {
-                stream.settle(&mut stream.buffer.lock().unwrap_or_else(|e| e.into_inner()), None);
+                stream.relieve(&mut stream.buffer.lock().unwrap_or_else(|e| e.into_inner()));
             }
         }
     }
@@ -289,15 +289,14 @@ impl PostStream {
                 buffer.dropped = place;
             }
         }
-        self.settle(&mut buffer, Some(before));
+        self.budget.change(before, buffer.bytes);
+        self.relieve(&mut buffer);
         drop(buffer);
         self.wake.notify_waiters();
     }
 
-    /// Count in the server's budget what the buffer keeps now, having kept `before` bytes
-    /// (`None`: what it has been counted for), and trim it while the budget is exceeded.
-    fn settle(&self, buffer: &mut Buffer, before: Option<usize>) {
-        self.budget.change(before.unwrap_or(buffer.bytes), buffer.bytes);
+    /// Trim the buffer while the server's budget is exceeded, counting what it gives back.
+    fn relieve(&self, buffer: &mut Buffer) {
         if self.budget.full() {
             let kept = buffer.bytes;
             buffer.trim();
@@ -309,7 +308,7 @@ impl PostStream {
     pub fn finish(&self) {
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
         buffer.finished = Some(Instant::now());
-        self.settle(&mut buffer, None);
+        self.relieve(&mut buffer);
         drop(buffer);
         self.wake.notify_waiters();
     }
@@ -374,7 +373,7 @@ impl Drop for Reading {
     fn drop(&mut self) {
         let mut buffer = self.0.buffer.lock().unwrap_or_else(|e| e.into_inner());
         buffer.readers = buffer.readers.saturating_sub(1);
-        self.0.settle(&mut buffer, None);
+        self.0.relieve(&mut buffer);
         drop(buffer);
         // A push waiting for this reader need not any more.
         self.0.wake.notify_waiters();
