@@ -218,7 +218,7 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
             && challenge.contains("scope=\"plugins.calc.tools.evaluate\""),
         "{challenge}"
     );
-    assert_eq!(step_up.response(3)["error"]["code"], -32003, "{}", step_up.body);
+    assert_eq!(step_up.response(3)["error"]["code"], -31403, "{}", step_up.body);
 
     // SEC-01: another resource's token, another issuer's, an unsigned one, an expired one.
     let for_globex = provider.token("alice", &globex_url, "plugins.calc").await;
@@ -273,11 +273,11 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let refused = narrow.post(&call).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(refused.headers["www-authenticate"].to_str().unwrap().contains("plugins.calc.tools.evaluate"));
-    assert_eq!(refused.response(9)["error"]["code"], -32003, "{}", refused.body);
+    assert_eq!(refused.response(9)["error"]["code"], -31403, "{}", refused.body);
 
     // Updates to a resource go only to those who may read it.
     let subscribed = session.request(8, "resources/subscribe", json!({"uri": "test://static-text"})).await;
-    assert_eq!(subscribed["error"]["code"], -32003, "{subscribed}");
+    assert_eq!(subscribed["error"]["code"], -31403, "{subscribed}");
     assert_eq!(subscribed["error"]["data"]["scope"], "plugins.conformance.resources", "{subscribed}");
 
     // SEC-06: sealed requestState is its principal's; another principal cannot replay it.

@@ -33,7 +33,7 @@ async fn a_legacy_session_runs_at_most_max_in_flight_requests() {
         streams.push(stream);
     }
     let refused = client.post(&elicit(4)).await.response(4).clone();
-    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(refused["error"]["code"], -31429, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("--max-in-flight"), "{refused}");
     // Answered, the first call ends and makes room.
     let answer = json!({"jsonrpc": "2.0", "id": asked[0], "result": {
@@ -345,7 +345,7 @@ fn stdio_listen_streams_hold_no_place_in_flight() {
         let message = stdio.read();
         match message["id"].as_i64() {
             Some(6) => {
-                assert_eq!(message["error"]["code"], -32000, "{message}");
+                assert_eq!(message["error"]["code"], -31429, "{message}");
                 refused = true;
             }
             Some(7) => {

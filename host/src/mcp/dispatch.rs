@@ -568,7 +568,7 @@ impl CapsuleServer {
         // The stream lasts until the client cancels it or goes: it waits on the client, and
         // a transport that reads the client's input only while requests have room (stdio)
         // must not count it as running, or enough of them would stop the reading for good.
-        cx.link.wait_on_client().map_err(|e| ErrorData::new(ErrorCode(-32000), e.to_string(), None))?;
+        cx.link.wait_on_client().map_err(|e| ErrorData::new(super::NO_ROOM, e.to_string(), None))?;
         let tag = |mut notification: ServerNotification| {
             notification.get_meta_mut().set_subscription_id(front.id.clone());
             notification

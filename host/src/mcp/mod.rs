@@ -218,9 +218,18 @@ fn paged<'a, T>(
     page(items, cursor(params), PAGE_SIZE).map_err(|e| ErrorData::invalid_params(e, None))
 }
 
+// Capsule's own error codes sit outside JSON-RPC's reserved range (-32768..-32000): from
+// 2026-07-28 MCP keeps -32020..-32099 for codes it defines, asks implementations not to use
+// the legacy -32000..-32019 and to allocate new codes outside the reserved range. The
+// numbers echo the HTTP status of the same refusal.
+
 /// The code of a refusal for want of a scope; over HTTP it is also a 403 whose challenge
 /// names the scope, so the client can step up.
-pub const INSUFFICIENT_SCOPE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32003);
+pub const INSUFFICIENT_SCOPE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-31403);
+
+/// The code of a refusal for want of room: the session table is full, a session has its
+/// most requests running, or a client has its most requests waiting on its own answers.
+pub const NO_ROOM: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-31429);
 
 /// Refuse a request for `plugin`'s item that the principal's token does not cover.
 fn authorize(cx: &RequestCx, plugin: &Plugin, kind: Kind, name: &str) -> Result<(), ErrorData> {

@@ -21,7 +21,7 @@ use super::session::{Session, SessionTable};
 use super::sse;
 use super::text;
 use crate::auth::{Authenticator, Principal};
-use crate::mcp::{Front, Origin, TraceContext};
+use crate::mcp::{Front, NO_ROOM, Origin, TraceContext};
 
 /// The session a request names. A name that is not even text names no session there is
 /// (404), rather than no session at all (400). Two names are refused (400): a proxy in front
@@ -190,7 +190,7 @@ async fn initialize(
     let session = match table.create(client, sender.caller.as_ref().map(|p| p.id.clone())) {
         Ok(session) => session,
         Err(full) => {
-            let error = ErrorData::new(ErrorCode(-32000), full.to_string(), None);
+            let error = ErrorData::new(NO_ROOM, full.to_string(), None);
             return json(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error(Some(&id), &error));
         }
     };
@@ -272,7 +272,7 @@ fn one(
             *cap = if admitted.is_some() { usize::MAX } else { 0 };
             let Some(in_flight) = admitted else {
                 let error = ErrorData::new(
-                    ErrorCode(-32000),
+                    NO_ROOM,
                     format!(
                         "this session has {} requests running, its limit (--max-in-flight); wait for one to end",
                         session.max_in_flight
