@@ -264,6 +264,46 @@ fn stdio_a_cancelled_request_sends_nothing_more() {
     assert!(after <= 1, "{after} progress notifications of the cancelled request followed the probe's answer");
 }
 
+/// At the end of input what runs finishes and is answered, its notifications first: the
+/// client may read on after closing its side.
+#[test]
+fn stdio_at_the_end_of_input_running_requests_send_every_notification_and_answer() {
+    let hostile = crate::support::plugins().join("testing/hostile.wasm");
+    let mut stdio = StdioServer::start_with(&["--no-watch", "--plugin", hostile.to_str().unwrap()]);
+    const COUNT: usize = 400;
+    for k in 0..3 {
+        stdio.send(&json!({"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": {"name": "flood",
+            "arguments": {"count": COUNT}, "_meta": {"progressToken": k,
+            "io.modelcontextprotocol/protocolVersion": META_2026,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/logLevel": "debug"}}}));
+    }
+    // 2,400 notifications are more than the output queue holds, so most are still to be
+    // queued when the input ends.
+    stdio.close_input();
+    let (mut progress, mut logs, mut answered) = ([0; 3], 0, [false; 3]);
+    let mut line = String::new();
+    while {
+        line.clear();
+        std::io::BufRead::read_line(stdio.stdout_mut(), &mut line).unwrap() > 0
+    } {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        match message["method"].as_str() {
+            Some("notifications/progress") => {
+                let k = message["params"]["progressToken"].as_u64().unwrap() as usize;
+                assert!(!answered[k], "progress after its request's answer: {message}");
+                progress[k] += 1;
+            }
+            Some("notifications/message") => logs += 1,
+            _ => answered[message["id"].as_u64().unwrap() as usize] = true,
+        }
+    }
+    assert_eq!(answered, [true; 3]);
+    assert_eq!(progress, [COUNT; 3], "every progress notification of every request");
+    assert_eq!(logs, 3 * COUNT, "every log message of every request");
+    stdio.finish();
+}
+
 /// A stdio server with the conformance plugin and one place in flight.
 fn one_place_with_conformance() -> StdioServer {
     let conformance = crate::support::plugins().join("conformance.wasm");

@@ -503,11 +503,10 @@ impl Link {
 }
 
 impl ClientLink for Link {
+    /// A notification still goes out after the input ends: the client may read on while
+    /// what runs finishes, and a request's progress belongs before its answer.
     fn notify(&self, notification: ServerNotification) -> LinkFuture<'_, ()> {
         Box::pin(async move {
-            if self.closed.is_cancelled() {
-                return Err(LinkError::Closed);
-            }
             let message = jsonrpc::outgoing(None, &notification).map_err(|e| LinkError::Failed(e.to_string()))?;
             if self.out.post(message).await { Ok(()) } else { Err(LinkError::Closed) }
         })
