@@ -600,7 +600,7 @@ async fn compile(args: ServeArgs) -> Result<ExitCode> {
     let mut seen = std::collections::BTreeSet::new();
     let (mut compiled, mut cached, mut failed) = (0, 0, 0);
     for sources in configuration.sources() {
-        let read = crate::loader::read_sources(&sources, &std::collections::BTreeSet::new())
+        let read = crate::loader::read_sources(&sources, &std::collections::BTreeSet::new(), &[])
             .await
             .context("reading the plugin sources failed")?;
         for crate::loader::Candidate { name, source, bytes } in read {

@@ -41,10 +41,10 @@ pub struct Sources {
 impl Sources {
     /// Every plugin file, in a stable order (each directory sorted, then the files, then the
     /// loaded ones), each file once however many sources name it, and none whose name a
-    /// loaded file takes.
-    fn files(&self) -> Vec<PathBuf> {
+    /// loaded file takes; and the directories that could not be read, each with why.
+    fn files(&self) -> (Vec<PathBuf>, Vec<(&Path, String)>) {
         let replaced: BTreeSet<String> = self.loaded.iter().map(|p| plugin_name(p)).collect();
-        let mut all = Vec::new();
+        let (mut all, mut unreadable) = (Vec::new(), Vec::new());
         for dir in &self.dirs {
             match std::fs::read_dir(dir) {
                 Ok(entries) => {
@@ -55,7 +55,9 @@ impl Sources {
                     found.sort();
                     all.extend(found);
                 }
-                Err(e) => tracing::error!("cannot read plugin directory {}: {e}", dir.display()),
+                Err(e) => {
+                    unreadable.push((dir.as_path(), format!("cannot read plugin directory {}: {e}", dir.display())))
+                }
             }
         }
         all.extend(self.files.iter().cloned());
@@ -64,7 +66,7 @@ impl Sources {
         // `dir` and `dir/calc.wasm` both given, or `./p` and `p`: one file, one plugin.
         let mut seen = std::collections::HashSet::new();
         all.retain(|p| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())));
-        all
+        (all, unreadable)
     }
 
     /// Whether a bundled plugin is served: not when a loaded file takes its name.
@@ -484,7 +486,7 @@ impl Loader {
         let started = std::time::Instant::now();
         let reload = async {
             let old = self.publisher.current();
-            let Some(found) = read_sources(&state.sources, &state.unloaded).await else { return };
+            let Some(found) = read_sources(&state.sources, &state.unloaded, &state.plugins).await else { return };
             // During the first load, each plugin is served as soon as it joins.
             let progress = (!self.publisher.is_loaded()).then_some(&self.publisher);
             let (new, plugins) = build(&self.runtime, &self.account, found, &state.policy, &old, progress).await;
@@ -619,7 +621,12 @@ pub fn read_sidecar(wasm: &Path) -> Result<Option<String>, String> {
 }
 
 /// Read and hash every plugin the sources name. Blocking: run it on the blocking pool.
-fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> {
+///
+/// A directory that cannot be read keeps the plugins `serving` had from it: it is most
+/// likely between the two renames of a release flip (`mv plugins old && mv new plugins`),
+/// and a reload in that moment must not take them away. Each is a candidate that failed to
+/// read, so the version serving goes on and its status says why.
+fn candidates(sources: &Sources, unloaded: &BTreeSet<String>, serving: &[PluginStatus]) -> Vec<Candidate> {
     let bundled = crate::bundled::BUNDLED.iter().filter(|(name, _)| !unloaded.contains(*name) && sources.bundles(name));
     let mut all: Vec<Candidate> = bundled
         .map(|&(name, bytes)| Candidate {
@@ -628,7 +635,11 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
             bytes: hashed(Arc::from(bytes), None),
         })
         .collect();
-    for path in sources.files() {
+    let (files, unreadable) = sources.files();
+    for (_, error) in &unreadable {
+        tracing::error!("{error}; its plugins go on serving until it can be read");
+    }
+    for path in files {
         let name = plugin_name(&path);
         if unloaded.contains(&name) {
             continue;
@@ -639,13 +650,26 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>) -> Vec<Candidate> 
         });
         all.push(Candidate { name, source: path.display().to_string(), bytes });
     }
+    for (dir, error) in unreadable {
+        let within = |status: &&PluginStatus| Path::new(&status.source).parent() == Some(dir);
+        for status in serving.iter().filter(within).filter(|s| s.serving.is_some()) {
+            if !all.iter().any(|c| c.name == status.name) {
+                let (name, source) = (status.name.clone(), status.source.clone());
+                all.push(Candidate { name, source, bytes: Err(error.clone()) });
+            }
+        }
+    }
     all
 }
 
 /// Read and hash the sources off the reactor; `None` (logged) if that task failed.
-pub async fn read_sources(sources: &Sources, unloaded: &BTreeSet<String>) -> Option<Vec<Candidate>> {
-    let (sources, unloaded) = (sources.clone(), unloaded.clone());
-    tokio::task::spawn_blocking(move || candidates(&sources, &unloaded))
+pub async fn read_sources(
+    sources: &Sources,
+    unloaded: &BTreeSet<String>,
+    serving: &[PluginStatus],
+) -> Option<Vec<Candidate>> {
+    let (sources, unloaded, serving) = (sources.clone(), unloaded.clone(), serving.to_vec());
+    tokio::task::spawn_blocking(move || candidates(&sources, &unloaded, &serving))
         .await
         .inspect_err(|e| tracing::error!("reading the plugin sources failed: {e}"))
         .ok()

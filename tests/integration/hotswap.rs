@@ -283,6 +283,67 @@ async fn policy_changes_apply_live_and_a_broken_policy_is_kept_out() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(roots(3).await.contains("second"), "a broken policy replaced the one in force");
+    // A file truncated to be rewritten in place is empty for a moment: not "no policy".
+    std::fs::write(&policy, "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, status) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+        if status["policy_error"].as_str().is_some_and(|e| e.contains("the file is empty")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the empty policy never showed in the status: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(roots(4).await.contains("second"), "an empty policy file replaced the one in force");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A release flipped in by two renames (`mv plugins old && mv release plugins`) leaves the
+/// directory missing for a moment; a reload in that moment keeps its plugins serving, with
+/// the reason in their status, and the release is served once it is in place.
+#[tokio::test]
+async fn a_plugin_directory_missing_between_two_renames_keeps_its_plugins() {
+    let dir = scratch_dir("dir-flip");
+    let (served, release) = (dir.join("plugins"), dir.join("release"));
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::create_dir_all(&release).unwrap();
+    swap_to(&served, &std::fs::read(plugins().join("testing/swap-a.wasm")).unwrap(), 0);
+    swap_to(&release, &std::fs::read(plugins().join("testing/swap-b.wasm")).unwrap(), 0);
+    let (server, admin) = Admin::serve(&dir, &["--plugins", served.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let mut id = 1;
+    let mut whoami = async || {
+        id += 1;
+        client.request(id, "tools/call", json!({"name": "whoami", "arguments": {}})).await
+    };
+    assert_eq!(first_text(&whoami().await["result"]), "a");
+    std::fs::rename(&served, dir.join("old")).unwrap();
+    // The gap lasts until the reload has seen the directory gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, status) = admin.call(reqwest::Method::GET, "/plugins", None).await;
+        let error = status["plugins"][0]["last_error"].as_str().unwrap_or_default().to_owned();
+        if error.contains("cannot read plugin directory") {
+            assert!(status["plugins"][0]["serving"].is_object(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no reload saw the directory gone: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let during = whoami().await;
+    assert_eq!(first_text(&during["result"]), "a", "the plugin went while its directory was away: {during}");
+    std::fs::rename(&release, &served).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = whoami().await;
+        if first_text(&answer["result"]) == "b" {
+            break;
+        }
+        assert!(answer["error"].is_null(), "a call failed across the flip: {answer}");
+        assert!(Instant::now() < deadline, "the release never served: {answer}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -197,6 +197,9 @@ impl PolicyFile {
     /// `[limits]`; `flags` are the command line's, which win over the file's `[limits]` but
     /// not over a plugin's own. Relative paths are relative to `path`'s directory.
     pub fn parse(text: &str, path: &Path, base: Limits, flags: &LimitOverrides) -> Result<PolicyFile, PolicyError> {
+        if let Some(message) = empty(text) {
+            return Err(PolicyError::Parse { path: path.into(), message });
+        }
         let file: File =
             toml::from_str(text).map_err(|e| PolicyError::Parse { path: path.into(), message: e.to_string() })?;
         let defaults = base
@@ -464,6 +467,15 @@ fn check_env_name(name: &str) -> Result<(), String> {
 
 /// A raw TCP grant: an IP address and port (`10.0.0.5:5432`, `[::1]:6379`). Names are not
 /// accepted: plugins get no DNS, so a grant is exactly the address connected to.
+/// An empty file is refused, not read as "no policy": a file being rewritten in place is
+/// empty for a moment, and applying that moment would drop its `[auth]`, grants and limits
+/// (a reload keeps the policy in force instead). A comment says "nothing" on purpose.
+pub(crate) fn empty(text: &str) -> Option<String> {
+    text.trim().is_empty().then(|| {
+        "the file is empty (still being written?); a file that means no policy needs at least a comment".to_owned()
+    })
+}
+
 fn parse_tcp(rule: &str) -> Result<SocketAddr, String> {
     rule.parse::<SocketAddr>()
         .ok()
@@ -480,8 +492,11 @@ mod tests {
     }
 
     #[test]
-    fn empty_file_grants_nothing() {
-        let policy = parse("").unwrap();
+    fn an_empty_file_is_refused_and_a_comment_grants_nothing() {
+        for text in ["", " \n\t\n"] {
+            assert!(parse(text).unwrap_err().to_string().contains("the file is empty"));
+        }
+        let policy = parse("# nothing granted\n").unwrap();
         let grants = policy.grants("anything");
         assert!(grants.dirs.is_empty() && grants.network.is_empty() && grants.env.is_empty());
         assert_eq!(grants.limits, Limits::default());

@@ -127,12 +127,12 @@ impl TenantFile {
         (base, quotas, needs): (Limits, Quotas, NeedsMode),
         flags: &LimitOverrides,
     ) -> Result<TenantFile, PolicyError> {
+        let refused = |message| PolicyError::Tenant { path: path.into(), tenant: id.into(), message };
         let mut entry: TenantEntry = match text {
-            Some(text) => toml::from_str(text).map_err(|e| PolicyError::Tenant {
-                path: path.into(),
-                tenant: id.into(),
-                message: e.to_string(),
-            })?,
+            Some(text) => match super::config::empty(text) {
+                Some(message) => return Err(refused(message)),
+                None => toml::from_str(text).map_err(|e| refused(e.to_string()))?,
+            },
             None => TenantEntry::default(),
         };
         let folder = path.parent().unwrap_or(Path::new("."));
@@ -247,5 +247,8 @@ mod tests {
         let tenant = TenantFile::parse("acme", Some(text), path, inherited(), &LimitOverrides::default()).unwrap();
         assert_eq!(tenant.hosts, ["acme.test"]);
         assert!(TenantFile::parse("Acme", None, path, inherited(), &LimitOverrides::default()).is_err());
+        // An empty `tenant.toml` is one being written, not a tenant without `[auth]`.
+        let empty = TenantFile::parse("acme", Some("\n"), path, inherited(), &LimitOverrides::default());
+        assert!(empty.is_err_and(|e| e.to_string().contains("the file is empty")));
     }
 }
