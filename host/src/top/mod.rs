@@ -28,6 +28,16 @@ struct Figures {
     memory: f64,
 }
 
+impl Figures {
+    /// Whether any counter is lower in `now` than here (a reset).
+    fn went_down(&self, now: &Figures) -> bool {
+        fn lower<K: Ord>(then: &BTreeMap<K, f64>, now: &BTreeMap<K, f64>) -> bool {
+            then.iter().any(|(key, count)| now.get(key).copied().unwrap_or(0.0) < *count)
+        }
+        lower(&self.outcomes, &now.outcomes) || lower(&self.buckets, &now.buckets)
+    }
+}
+
 /// What one scrape says: per `(tenant, plugin)`, and the server's own gauges.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Snapshot {
@@ -117,6 +127,9 @@ impl View {
             .iter()
             .map(|((tenant, plugin), now)| {
                 let then = before.plugins.get(&(tenant.clone(), plugin.clone())).unwrap_or(&empty);
+                // A counter that went down was reset (the server restarted): it counts from
+                // zero since, as Prometheus' rate() takes it.
+                let then = if then.went_down(now) { &empty } else { then };
                 let delta = |outcome: &str, count: &f64| count - then.outcomes.get(outcome).copied().unwrap_or(0.0);
                 let calls: f64 = now.outcomes.iter().map(|(o, c)| delta(o, c)).sum();
                 let failures = now
@@ -314,7 +327,23 @@ pub async fn run(args: TopArgs) -> Result<()> {
     let mut before = fetch().await?;
     loop {
         tokio::time::sleep(args.interval).await;
-        let after = fetch().await?;
+        // Once running, a scrape that fails (the server restarting, say) is told and tried
+        // again at the next interval, which then starts the next view afresh.
+        let after = match fetch().await {
+            Ok(after) => after,
+            Err(e) if !args.once => {
+                eprintln!("capsule top: {e:#}; trying again in {:?}", args.interval);
+                before = loop {
+                    tokio::time::sleep(args.interval).await;
+                    match fetch().await {
+                        Ok(again) => break again,
+                        Err(e) => eprintln!("capsule top: {e:#}; trying again in {:?}", args.interval),
+                    }
+                };
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let view = View::between(&before.1, &after.1, after.0 - before.0);
         let mut out = std::io::stdout().lock();
         if terminal && !args.once {
@@ -375,6 +404,22 @@ mod tests {
         assert_eq!(hostile.memory, f64::from(3 << 20));
         let table = view.render("http://127.0.0.1:9464/metrics");
         assert!(table.contains("calc") && table.contains("deadline 1") && table.contains("3.0MiB"), "{table}");
+    }
+
+    #[test]
+    fn a_server_restarted_between_two_scrapes_counts_from_zero() {
+        let old = Metrics::new();
+        for _ in 0..200 {
+            old.tool("acme", "calc", "add").call(Outcome::Ok, Duration::from_micros(300));
+        }
+        let before = snapshot(&old);
+        let restarted = Metrics::new();
+        for _ in 0..10 {
+            restarted.tool("acme", "calc", "add").call(Outcome::Ok, Duration::from_micros(300));
+        }
+        let view = View::between(&before, &snapshot(&restarted), Duration::from_secs(2));
+        assert_eq!(view.rows[0].calls_per_second, 5.0);
+        assert!(view.rows[0].p50.is_some());
     }
 
     #[test]
