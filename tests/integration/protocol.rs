@@ -402,6 +402,26 @@ async fn missing_client_capability_is_reported() {
     assert_eq!(error["data"]["requiredCapabilities"], json!({"sampling": {}}));
 }
 
+/// Elicitation arrived in 2025-06-18: an older session that declares it anyway is sent no
+/// `elicitation/create` (its revision has no such request), and the plugin sees no such
+/// capability.
+#[tokio::test]
+async fn sessions_before_2025_06_18_are_never_asked_to_elicit() {
+    let server = server();
+    for version in ["2024-11-05", "2025-03-26"] {
+        let mut client = Client::new(&server.url);
+        client.initialize(version, json!({"elicitation": {}, "sampling": {}, "roots": {}})).await;
+        let reply = client
+            .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {}}}))
+            .await;
+        assert!(!reply.body.contains("elicitation/create"), "{version}: {}", reply.body);
+        let result = &reply.response(2)["result"];
+        assert_eq!(result["isError"], true, "{version}: {}", reply.body);
+        assert!(first_text(result).contains("elicitation"), "{version}: {}", reply.body);
+    }
+}
+
 #[tokio::test]
 async fn legacy_sessions_get_real_server_requests() {
     let server = server();

@@ -539,15 +539,16 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
     // A field of the wrong type is an invalid request, answered with the id it could read.
     let odd = json!({"jsonrpc": "2.0", "id": 13, "method": 5}).to_string();
     assert_eq!(code(&post(vec![("mcp-method", "tools/call")], odd).await), (400, json!(-32600), json!(13)));
-    // No batches and no responses in this revision; garbage is a parse error.
+    // No batches and no responses in this revision; garbage is a parse error. An error whose
+    // request's id could not be read has none: 2026-07-28 types it a string or an integer,
+    // never null (JSON-RPC 2.0's null is for the earlier revisions).
     let batch = format!("[{call}]");
-    assert_eq!(code(&post(vec![("mcp-method", "tools/call")], batch).await).1, json!(-32600));
     let response = json!({"jsonrpc": "2.0", "id": 8, "result": {}}).to_string();
-    assert_eq!(code(&post(vec![], response).await).0, 400);
-    assert_eq!(
-        code(&post(vec![("mcp-method", "tools/call")], "{\"jsonrpc\":".into()).await),
-        (400, json!(-32700), json!(null))
-    );
+    for (body, want) in [("{\"jsonrpc\":".to_owned(), -32700), (batch, -32600), (response, -32600)] {
+        let refused = post(vec![("mcp-method", "tools/call")], body).await;
+        assert_eq!(code(&refused), (400, json!(want), json!(null)));
+        assert!(refused.messages[0].get("id").is_none(), "{}", refused.body);
+    }
     // The transport's own checks.
     let plain =
         post(vec![("mcp-method", "tools/call"), ("mcp-name", "add"), ("content-type", "text/plain")], call.clone());

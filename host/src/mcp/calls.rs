@@ -311,7 +311,7 @@ impl CapsuleServer {
             context: &context,
         };
         let _call = plugin.account().call().await.map_err(|e| call_error(&plugin, e.into()))?;
-        let client = input::plugin_capabilities(cx.client.as_ref());
+        let client = input::plugin_capabilities(cx.client.as_ref(), cx.has_elicitation());
         let request = wit::RequestContext::first(client);
         let Round::Done(result) =
             self.run(cx, &plugin, &op, &request, &ClientRoots::NotOffered).await.map_err(|e| call_error(&plugin, e))?;

@@ -32,10 +32,10 @@ pub const MAX_ROUNDS: usize = 16;
 /// Inputs a plugin may ask for in one round: each may become a request to the client.
 pub const MAX_REQUESTS: usize = 16;
 
-/// The client capabilities a plugin sees.
-pub fn plugin_capabilities(caps: Option<&ClientCapabilities>) -> wit::ClientCapabilities {
+/// The client capabilities a plugin sees; `elicitation` whether the client's revision has it.
+pub fn plugin_capabilities(caps: Option<&ClientCapabilities>, elicitation: bool) -> wit::ClientCapabilities {
     let caps = caps.cloned().unwrap_or_default();
-    let elicitation = caps.elicitation.as_ref();
+    let elicitation = caps.elicitation.as_ref().filter(|_| elicitation);
     wit::ClientCapabilities {
         // A bare `elicitation: {}` (2025-06-18) means form mode.
         elicitation_form: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
@@ -45,11 +45,11 @@ pub fn plugin_capabilities(caps: Option<&ClientCapabilities>) -> wit::ClientCapa
     }
 }
 
-/// The capabilities `requests` need that the client did not declare, as a -32021 error.
-pub fn check_capabilities(
+/// The capabilities `requests` need that the client did not declare, if any.
+pub fn missing_capabilities(
     requests: &[wit::KeyedInputRequest],
     client: &wit::ClientCapabilities,
-) -> Result<(), ErrorData> {
+) -> Option<ClientCapabilities> {
     let mut missing = json!({});
     for r in requests {
         let (name, value, ok) = match &r.request {
@@ -63,10 +63,9 @@ pub fn check_capabilities(
         }
     }
     if missing.as_object().is_some_and(|m| m.is_empty()) {
-        return Ok(());
+        return None;
     }
-    let required: ClientCapabilities = serde_json::from_value(missing).unwrap_or_default();
-    Err(ErrorData::missing_required_client_capability(required))
+    Some(serde_json::from_value(missing).unwrap_or_default())
 }
 
 /// Build the `input_required` result for a 2026-07-28 client, sealing the plugin's state;

@@ -467,7 +467,7 @@ impl CapsuleServer {
         // The tenant's concurrent-call quota counts the whole request, its waits on the
         // client between rounds included.
         let _call = plugin.account().call().await.map_err(|e| Failure::Call(e.into()))?;
-        let client = input::plugin_capabilities(cx.client.as_ref());
+        let client = input::plugin_capabilities(cx.client.as_ref(), cx.has_elicitation());
         let modern = cx.is_modern();
         // The host asks for the client's roots itself when the plugin's directories are
         // narrowed to them; the plugin never sees that exchange.
@@ -519,7 +519,17 @@ impl CapsuleServer {
                     input::MAX_REQUESTS
                 ))));
             }
-            input::check_capabilities(&ir.requests, &client).map_err(Failure::Protocol)?;
+            // -32021 is 2026-07-28's; to an older session the plugin asked for what the
+            // capabilities it was shown rule out, and its call fails.
+            if let Some(missing) = input::missing_capabilities(&ir.requests, &client) {
+                return Err(match modern {
+                    true => Failure::Protocol(ErrorData::missing_required_client_capability(missing)),
+                    false => Failure::Call(CallError::Host(format!(
+                        "the plugin asked the client for input it did not declare it takes: {}",
+                        serde_json::to_string(&missing).unwrap_or_default()
+                    ))),
+                });
+            }
             if modern {
                 return input::input_required_result(&ir, wants_roots, &self.shared.codec, bound_to)
                     .map(Rounds::InputRequired)

@@ -210,6 +210,12 @@ impl RequestCx {
         }
     }
 
+    /// Whether the client's revision has elicitation (2025-06-18 on): a capability an older
+    /// client declares names nothing its revision defines, and it gets no such request.
+    pub fn has_elicitation(&self) -> bool {
+        self.at_least(&ProtocolVersion::V_2025_06_18)
+    }
+
     fn at_least(&self, version: &ProtocolVersion) -> bool {
         self.version.as_ref().is_some_and(|v| v.as_str() >= version.as_str())
     }

@@ -303,8 +303,20 @@ pub fn response(id: &RequestId, result: &impl Serialize) -> Vec<u8> {
 /// should not be as large as the request that provoked it.
 const MAX_MESSAGE_BYTES: usize = 2048;
 
-/// A JSON-RPC error response (`id` is `null` when the request's could not be read).
+/// A JSON-RPC error response (`id` is `null` when the request's could not be read, as
+/// JSON-RPC 2.0 and the revisions up to 2025-11-25 have it).
 pub fn error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
+    error_with(Some(id), error)
+}
+
+/// A JSON-RPC error response to a 2026-07-28 client: without an `id` when the request's
+/// could not be read (that revision's schema types it a string or an integer, never `null`).
+pub fn modern_error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
+    error_with(id.map(Some), error)
+}
+
+/// `id`: `None` leaves the member out, `Some(None)` writes `null`.
+fn error_with(id: Option<Option<&RequestId>>, error: &ErrorData) -> Vec<u8> {
     let shortened;
     let error = if error.message.len() > MAX_MESSAGE_BYTES {
         // Room for the ellipsis, so that the message is at most the limit in all.
@@ -315,12 +327,17 @@ pub fn error(id: Option<&RequestId>, error: &ErrorData) -> Vec<u8> {
         error
     };
     let mut out = Vec::with_capacity(128);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
     match id {
-        Some(id) => write(&mut out, id),
-        None => out.extend_from_slice(b"null"),
+        Some(Some(id)) => {
+            out.extend_from_slice(b"\"id\":");
+            write(&mut out, id);
+            out.push(b',');
+        }
+        Some(None) => out.extend_from_slice(b"\"id\":null,"),
+        None => {}
     }
-    out.extend_from_slice(b",\"error\":");
+    out.extend_from_slice(b"\"error\":");
     write(&mut out, error);
     out.push(b'}');
     out
@@ -501,6 +518,11 @@ mod tests {
         assert_eq!(ok, json!({"jsonrpc": "2.0", "id": "x\"y", "result": {"a": 1}}));
         let failed: Value = serde_json::from_slice(&error(None, &ErrorData::parse_error("bad", None))).unwrap();
         assert_eq!(failed, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad"}}));
+        let modern: Value = serde_json::from_slice(&modern_error(None, &ErrorData::parse_error("bad", None))).unwrap();
+        assert_eq!(modern, json!({"jsonrpc": "2.0", "error": {"code": -32700, "message": "bad"}}));
+        let known: Value =
+            serde_json::from_slice(&modern_error(Some(&id), &ErrorData::parse_error("bad", None))).unwrap();
+        assert_eq!(known["id"], "x\"y");
         // A message quoting a huge value is cut, at a character.
         let long = ErrorData::invalid_params(format!("invalid cursor \"{}\"", "é".repeat(100_000)), None);
         let failed: Value = serde_json::from_slice(&error(None, &long)).unwrap();

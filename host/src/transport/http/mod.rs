@@ -467,6 +467,11 @@ async fn serve_body(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let limit = door.options.max_body_bytes;
+    // A body that cannot be read has no id to echo: a 2026-07-28 client gets none at all.
+    let unread = |error| match modern.is_some() || unknown.is_some() {
+        true => jsonrpc::modern_error(None, &error),
+        false => jsonrpc::error(None, &error),
+    };
     let body = match body::read_within(body, limit, door.options.body_timeout).await {
         Ok(body) => {
             endpoint.traffic.received(body.len());
@@ -474,12 +479,12 @@ async fn serve_body(
         }
         Err(body::Refused::TooLarge) => {
             let error = ErrorData::invalid_request(format!("request body exceeds the limit of {limit} bytes"), None);
-            return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::error(None, &error));
+            return exchange::json(StatusCode::PAYLOAD_TOO_LARGE, unread(error));
         }
         // A body cut short (the client closed before its Content-Length), or a broken chunk.
         Err(body::Refused::Broken(e)) => {
             let error = ErrorData::invalid_request(format!("the request body could not be read: {e}"), None);
-            return exchange::json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &error));
+            return exchange::json(StatusCode::BAD_REQUEST, unread(error));
         }
         Err(body::Refused::Late) => {
             return body::closing(text(408, "Request Timeout: the body did not arrive in time"));

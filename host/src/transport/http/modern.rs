@@ -30,9 +30,11 @@ pub async fn serve(
         Ok(Incoming::Single(message)) => message,
         Ok(Incoming::Batch(_)) => {
             let refused = jsonrpc::batch_refused(None, "request");
-            return json(StatusCode::BAD_REQUEST, jsonrpc::error(None, &refused));
+            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(None, &refused));
         }
-        Err(refusal) => return json(StatusCode::BAD_REQUEST, refusal.to_bytes()),
+        Err(refusal) => {
+            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(refusal.id.as_ref(), &refusal.error));
+        }
     };
     let (id, method, params) = match message {
         Message::Request { id, method, params } => (Some(id), method, params),
@@ -45,18 +47,18 @@ pub async fn serve(
                     None,
                 ),
             };
-            return json(StatusCode::BAD_REQUEST, refusal.to_bytes());
+            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(refusal.id.as_ref(), &refusal.error));
         }
     };
     // A revision this server does not know is refused first: the error names the ones it
     // does, whatever else the request gets wrong.
     if let Some(unknown) = unknown_version(declared) {
         let error = ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS);
-        return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
+        return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(id.as_ref(), &error));
     }
     if let Err(reason) = headers::check(headers, &method, params, id.is_some()) {
         let error = ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None);
-        return json(StatusCode::BAD_REQUEST, jsonrpc::error(id.as_ref(), &error));
+        return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(id.as_ref(), &error));
     }
     // Notifications change nothing for a request that has no session.
     let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
@@ -80,7 +82,7 @@ pub async fn serve(
             Ok(result) => Answer::one(StatusCode::OK, jsonrpc::response(&front.id, &result)),
             Err(error) => {
                 // Step-up: the challenge names the scope the request needs.
-                let answer = Answer::one(status(&error), jsonrpc::error(Some(&front.id), &error));
+                let answer = Answer::one(status(&error), jsonrpc::modern_error(Some(&front.id), &error));
                 exchange::refused_for_scope(answer, exchange::needed_scope(&error), auth.as_deref())
             }
         }
