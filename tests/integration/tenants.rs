@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Admin, Client, StdioServer, plugins, scratch_dir};
+use crate::support::{Admin, Client, StdioServer, first_text, plugins, scratch_dir};
 
 /// The names of the tools a client sees.
 async fn tool_names(client: &Client) -> Vec<String> {
@@ -156,6 +156,37 @@ async fn tenants_come_and_go_with_the_policy_file() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(list_status(&initech).await, 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A tenant taken out of the policy takes no new requests, but what it has running finishes
+/// and is answered (a legacy call got an empty stream, a 2026-07-28 call "cancelled").
+#[tokio::test]
+async fn a_removed_tenants_running_calls_finish_and_are_answered() {
+    let dir = scratch_dir("tenants-remove-running");
+    let policy = two_tenants(&dir);
+    std::fs::copy(plugins().join("testing/hostile.wasm"), dir.join("globex/hostile.wasm")).unwrap();
+    let (server, _admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap(), "--call-timeout", "1500"]);
+    let base = format!("http://{}", server.authority());
+    let mut session = Client::new(&format!("{base}/t/globex/mcp"));
+    session.initialize("2025-11-25", json!({})).await;
+    let legacy = session.spawn_call(2, "stall", json!({}));
+    let stateless = Client::new(&format!("{base}/t/globex/mcp"));
+    let modern =
+        tokio::spawn(async move { stateless.modern(3, "tools/call", json!({"name": "stall"}), json!({})).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&policy, "[tenants.acme]\nsources = [\"acme\"]\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while list_status(&Client::new(&format!("{base}/t/globex/mcp"))).await != 404 {
+        assert!(Instant::now() < deadline, "globex never left; log:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each ran to its wall-clock limit, as it would have without the change.
+    let (legacy, modern) = (legacy.await.unwrap(), modern.await.unwrap());
+    for (reply, id) in [(&legacy, 2), (&modern, 3)] {
+        let text = first_text(&reply.response(id)["result"]);
+        assert!(text.contains("did not finish within 1.5s"), "{}", reply.body);
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

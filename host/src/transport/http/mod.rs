@@ -183,12 +183,22 @@ impl FrontDoor {
         endpoint
     }
 
-    /// Drop the endpoints of tenants that are gone, ending their sessions.
+    /// Drop the endpoints of tenants that are gone: nothing new reaches them, their running
+    /// calls finish and are answered, and then their sessions end (at shutdown at the latest).
     fn prune(&self, set: &TenantSet) {
         self.endpoints.write().unwrap_or_else(PoisonError::into_inner).retain(|id, endpoint| {
             let kept = set.tenants.get(id).is_some_and(|t| Arc::ptr_eq(&t.shared, &endpoint.tenant.shared));
             if !kept {
-                endpoint.ended.cancel();
+                let (endpoint, shutdown) = (endpoint.clone(), self.shutdown.clone());
+                tokio::spawn(async move {
+                    // Calls are bounded by their limits and by the client's answer time; a
+                    // rare event, so a plain poll.
+                    let account = endpoint.tenant.loader.account();
+                    while account.usage().calls_running > 0 && !shutdown.is_cancelled() {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    endpoint.ended.cancel();
+                });
             }
             kept
         });
