@@ -705,6 +705,25 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
             std::sync::Arc::new(move |uri, headers| allowed.check(uri, headers, |_| false));
         crate::telemetry::serve(addr, scrape, hosts, shutdown.clone()).await?;
     }
+    let on_signal = shutdown.clone();
+    // SIGTERM too: it is what systemd, Kubernetes and `docker stop` send.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down (a second signal exits at once)");
+        on_signal.cancel();
+        // The operator who asks twice does not wait for open connections.
+        let code = tokio::select! {
+            _ = tokio::signal::ctrl_c() => 130,
+            _ = terminate.recv() => 143,
+        };
+        tracing::warn!("a second signal: exiting now");
+        std::process::exit(code);
+    });
     if args.stdio {
         let tenant = match args.tenant.as_deref() {
             Some(id) => tenants.get(id)?,
@@ -719,24 +738,12 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         // On the worker, not on this thread (the runtime's `block_on`): the worker drives the
         // reactor and runs the requests' tasks, so a line read there is served without
         // waking another thread.
-        let served = tokio::spawn(crate::transport::stdio::serve(tenant.shared.clone(), options));
+        let served = tokio::spawn(crate::transport::stdio::serve(tenant.shared.clone(), options, shutdown.clone()));
         return tokio::select! {
             served = served => served.context("the stdio transport failed")?,
             failed = loaded => Err(failed),
         };
     }
-    let on_signal = shutdown.clone();
-    // SIGTERM too: it is what systemd, Kubernetes and `docker stop` send.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
-        tracing::info!("shutting down");
-        on_signal.cancel();
-    });
     let options = HttpOptions {
         max_body_bytes: args.http.max_body_bytes,
         max_resume_bytes: args.http.max_resume_bytes,

@@ -260,6 +260,81 @@ fn sigterm_shuts_the_server_down_cleanly() {
     assert!(server.log().contains("shutting down"), "{}", server.log());
 }
 
+/// Shutting down: a running call is answered (a legacy one got an empty stream), new
+/// clients are refused at once, a connection that never finishes its request holds the
+/// exit off for 10 seconds at most, and a second signal exits at once.
+#[tokio::test]
+async fn shutdown_answers_running_calls_and_is_bounded() {
+    use std::io::Write;
+    let hostile = plugins().join("testing/hostile.wasm");
+    let args = ["--no-watch", "--plugin", hostile.to_str().unwrap()];
+    let (mut patient, mut hasty) = (Server::http(&args), Server::http(&args));
+    let term = |server: &Server| {
+        let sent = std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+        assert!(sent.success());
+    };
+    // Half a request head on each: the server waits for the rest.
+    let half = |server: &Server| {
+        let mut stream = std::net::TcpStream::connect(server.authority()).unwrap();
+        stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+        stream
+    };
+    let (_held, _also_held) = (half(&patient), half(&hasty));
+    let mut client = Client::new(&patient.url);
+    client.initialize("2025-11-25", json!({})).await;
+    let stall = client.spawn_call(2, "stall", json!({}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let began = std::time::Instant::now();
+    term(&patient);
+    let reply = stall.await.unwrap();
+    let result = &reply.response(2)["result"];
+    assert_eq!(result["isError"], true, "{}", reply.body);
+    assert!(first_text(result).contains("cancelled"), "{}", reply.body);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while std::net::TcpStream::connect(patient.authority()).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "a new client was still accepted after shutdown began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    term(&hasty);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(hasty.wait_exit(Duration::from_millis(200)).is_none(), "the half request should hold the exit off");
+    term(&hasty);
+    let status = hasty.wait_exit(Duration::from_secs(5)).expect("a second signal exits at once");
+    assert_eq!(status.code(), Some(143), "{}", hasty.log());
+    let status = patient.wait_exit(Duration::from_secs(15)).expect("shutdown is bounded");
+    assert_eq!(status.code(), Some(0), "{}", patient.log());
+    assert!(began.elapsed() >= Duration::from_secs(9), "the open connection had its grace");
+    assert!(patient.log().contains("still open"), "{}", patient.log());
+}
+
+/// SIGTERM to a stdio server (a client stopping it) exits 0 and leaves the pipes it was
+/// given blocking again: a shell that shares them must not find them non-blocking after.
+#[test]
+fn a_stdio_server_stopped_by_sigterm_leaves_its_pipes_as_it_found_them() {
+    use std::io::{BufRead, Write};
+    let (input, mut writer) = std::io::pipe().unwrap();
+    let shared = input.try_clone().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio", "--no-watch"])
+        .stdin(std::process::Stdio::from(input))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    writeln!(writer, "{discover}").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("supportedVersions"), "{line}");
+    let nonblocking = || rustix::fs::fcntl_getfl(&shared).unwrap().contains(rustix::fs::OFlags::NONBLOCK);
+    assert!(nonblocking(), "serving a pipe makes it non-blocking");
+    let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!nonblocking(), "the pipe was left non-blocking");
+}
+
 /// A plugin's state across a 2026-07-28 client's rounds rides sealed in `requestState`,
 /// which the client sends back in a request body: state of more than 1 MiB (its seal larger
 /// than a default body once it reached 4 MiB) is refused with the reason, not handed out to

@@ -107,11 +107,16 @@ fn locked(place: &Mutex<Place>) -> std::sync::MutexGuard<'_, Place> {
     place.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Serve one client on stdin/stdout until it closes stdin.
-pub async fn serve(shared: Arc<Shared>, options: StdioOptions) -> anyhow::Result<()> {
+/// Serve one client on stdin/stdout until it closes stdin, or `shutdown` fires (a client
+/// stops its server with SIGTERM once closing its input was not enough, a terminal with
+/// Ctrl-C): then what runs is dropped unanswered, and the pipes are put back as they were.
+pub async fn serve(shared: Arc<Shared>, options: StdioOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
     let _restore = BlockingOnExit::record();
     let (input, output) = standard_streams();
-    serve_on(shared, options, input, output).await;
+    tokio::select! {
+        () = serve_on(shared, options, input, output) => {}
+        () = shutdown.cancelled() => {}
+    }
     Ok(())
 }
 

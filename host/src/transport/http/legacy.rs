@@ -298,9 +298,11 @@ fn one(
                 // sweep between sees it neither answering nor freshly seen.
                 let marks = (Answered(session.clone()), in_flight);
                 let answer = session.server.request(&method, params.as_deref(), &front).await;
-                // A cancelled request is not answered (nor is one its session's end
-                // stopped): the client has stopped waiting for it.
-                if marks.1.token().is_cancelled() {
+                // A request the client cancelled is not answered (nor is one its session's
+                // end stopped): the client has stopped waiting for it. One the server stopped
+                // (shutting down) is answered with what stopping it made, as a 2026-07-28 one
+                // is: its client is still waiting.
+                if marks.1.token().is_cancelled() && !session.closed_by_server.is_cancelled() {
                     return None;
                 }
                 Some(match answer {

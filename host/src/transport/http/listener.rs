@@ -121,9 +121,22 @@ pub async fn run(
             &worker,
         );
     }
+    // New clients are refused from now on, not left waiting on a socket nobody accepts.
+    drop(listener);
     connections.close();
-    connections.wait().await;
+    // Open connections finish what they were answering, for a while: a client that reads
+    // nothing (or sends half a request) must not keep the server from exiting.
+    if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait()).await.is_err() {
+        tracing::warn!(
+            "{} connections still open {}s after shutdown began; closing them",
+            connections.len(),
+            SHUTDOWN_GRACE.as_secs()
+        );
+    }
 }
+
+/// How long open connections get to finish once shutdown begins.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 async fn serve(
     stream: TcpStream,

@@ -56,6 +56,8 @@ pub struct Session {
     seen: AtomicU64,
     /// Fires when the session ends (DELETE, expiry, shutdown).
     pub ended: CancellationToken,
+    /// Fires when the server ends it (shutdown, its tenant gone), not the client or expiry.
+    pub closed_by_server: CancellationToken,
     /// Its POST streams that can be resumed (2025-11-25 and later).
     pub posts: PostStreams,
     /// When `initialize` made it.
@@ -441,6 +443,7 @@ impl SessionTable {
             wake: Notify::new(),
             seen: AtomicU64::new(0),
             ended: ended.clone(),
+            closed_by_server: self.shutdown.clone(),
             posts: PostStreams::new(ended, self.kept.clone()),
             opened: Instant::now(),
             max_in_flight: self.max_in_flight,
