@@ -413,12 +413,12 @@ async fn sessions_before_2025_06_18_are_never_asked_to_elicit() {
         client.initialize(version, json!({"elicitation": {}, "sampling": {}, "roots": {}})).await;
         let reply = client
             .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "test_elicitation", "arguments": {}}}))
+            "params": {"name": "test_elicitation", "arguments": {"message": "m"}}}))
             .await;
         assert!(!reply.body.contains("elicitation/create"), "{version}: {}", reply.body);
-        let result = &reply.response(2)["result"];
-        assert_eq!(result["isError"], true, "{version}: {}", reply.body);
-        assert!(first_text(result).contains("elicitation"), "{version}: {}", reply.body);
+        let error = &reply.response(2)["error"];
+        assert_eq!(error["code"], -32021, "{version}: {}", reply.body);
+        assert_eq!(error["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}), "{version}");
     }
 }
 

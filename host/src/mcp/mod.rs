@@ -519,16 +519,10 @@ impl CapsuleServer {
                     input::MAX_REQUESTS
                 ))));
             }
-            // -32021 is 2026-07-28's; to an older session the plugin asked for what the
-            // capabilities it was shown rule out, and its call fails.
+            // -32021 is 2026-07-28's; to older sessions it is a code of JSON-RPC's
+            // implementation-defined range that means the same.
             if let Some(missing) = input::missing_capabilities(&ir.requests, &client) {
-                return Err(match modern {
-                    true => Failure::Protocol(ErrorData::missing_required_client_capability(missing)),
-                    false => Failure::Call(CallError::Host(format!(
-                        "the plugin asked the client for input it did not declare it takes: {}",
-                        serde_json::to_string(&missing).unwrap_or_default()
-                    ))),
-                });
+                return Err(Failure::Protocol(ErrorData::missing_required_client_capability(missing)));
             }
             if modern {
                 return input::input_required_result(&ir, wants_roots, &self.shared.codec, bound_to)
