@@ -714,14 +714,14 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
             _ = tokio::signal::ctrl_c() => {}
             _ = terminate.recv() => {}
         }
-        tracing::info!("shutting down (a second signal exits at once)");
+        // Acted on before it is logged: a stderr nobody reads blocks the log's writes.
         on_signal.cancel();
-        // The operator who asks twice does not wait for open connections.
+        tracing::info!("shutting down (a second signal exits at once)");
+        // The operator who asks twice does not wait for open connections (nor for a log).
         let code = tokio::select! {
             _ = tokio::signal::ctrl_c() => 130,
             _ = terminate.recv() => 143,
         };
-        tracing::warn!("a second signal: exiting now");
         std::process::exit(code);
     });
     if args.stdio {
@@ -739,10 +739,16 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         // reactor and runs the requests' tasks, so a line read there is served without
         // waking another thread.
         let served = tokio::spawn(crate::transport::stdio::serve(tenant.shared.clone(), options, shutdown.clone()));
-        return tokio::select! {
+        let served = tokio::select! {
             served = served => served.context("the stdio transport failed")?,
             failed = loaded => Err(failed),
         };
+        // Stopped by a signal, with the pipes put back: a read or write of a terminal or a
+        // socket may still hold a blocking thread, which ending the runtime would wait for.
+        if shutdown.is_cancelled() {
+            std::process::exit(0);
+        }
+        return served;
     }
     let options = HttpOptions {
         max_body_bytes: args.http.max_body_bytes,

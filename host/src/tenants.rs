@@ -13,7 +13,7 @@
 //! carry on) and drops removed ones: calls they are running finish on what they started
 //! with. A configuration that fails to parse changes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -129,12 +129,12 @@ fn resolve(policy: Option<PolicyFile>, flags: &LimitOverrides) -> Result<Policy,
 
 /// Every tenant's configuration as read, before any tenant starts: the engine is sized from
 /// it ([`Configuration::max_memory`]), then the tenants start on it.
-pub struct Configuration(Vec<Spec>);
+pub struct Configuration(Vec<Spec>, BTreeSet<String>);
 
 impl Configuration {
     /// Read the policy file and the tenants directory.
     pub fn read(config: &TenantsConfig) -> Result<Configuration, TenantsError> {
-        read(config).map(Configuration)
+        read(config).map(|(specs, with_file)| Configuration(specs, with_file))
     }
 
     /// Every tenant's plugin sources.
@@ -156,7 +156,7 @@ impl Configuration {
         tenant: Option<&str>,
         flags: &LimitOverrides,
     ) -> Result<(Policy, Vec<String>), TenantsError> {
-        let Configuration(mut specs) = self;
+        let Configuration(mut specs, _) = self;
         let at = match tenant {
             Some(id) => specs.iter().position(|s| s.id == id).ok_or_else(|| TenantsError::Unknown(id.into()))?,
             None if specs.len() == 1 => 0,
@@ -181,6 +181,9 @@ pub struct Tenants {
     published: watch::Sender<Arc<TenantSet>>,
     /// Why the configuration on disk is not the one in force, if it is not.
     error: Mutex<Option<String>>,
+    /// The tenant folders that had a `tenant.toml` at the last reading: one found without
+    /// it is most likely being saved (renamed away, then written), not meant to open up.
+    with_file: std::sync::Mutex<BTreeSet<String>>,
 }
 
 impl Tenants {
@@ -191,7 +194,7 @@ impl Tenants {
         runtime: PluginRuntime,
         codec: StateCodec,
         config: TenantsConfig,
-        Configuration(specs): Configuration,
+        Configuration(specs, with_file): Configuration,
         stop: CancellationToken,
     ) -> Result<Arc<Tenants>, TenantsError> {
         let tenants = Arc::new(Tenants {
@@ -201,6 +204,7 @@ impl Tenants {
             stop,
             published: watch::Sender::new(Arc::default()),
             error: Mutex::new(None),
+            with_file: std::sync::Mutex::new(with_file),
         });
         let mut set = TenantSet::default();
         for Spec { id, hosts, admin_token, sources, policy } in specs {
@@ -225,6 +229,14 @@ impl Tenants {
         let metrics = self.runtime.config().metrics.clone();
         let shared = Shared::new(loader.subscribe(), self.codec.scoped(&id), metrics);
         Arc::new(Tenant { id: id.into(), hosts, admin_token, auth, loader, shared, stop })
+    }
+
+    /// Read the configuration again, remembering which tenant folders have their file.
+    fn read_each(&self) -> Result<(Vec<Spec>, Vec<Refused>), TenantsError> {
+        let mut with_file = self.with_file.lock().unwrap_or_else(|e| e.into_inner());
+        let (specs, refusals, found) = read_each(&self.config, &with_file)?;
+        *with_file = found;
+        Ok((specs, refusals))
     }
 
     /// The tenants now.
@@ -278,7 +290,7 @@ impl Tenants {
     /// removed ones. Returns every tenant's status afterwards.
     pub async fn reload(&self) -> Vec<Status> {
         let mut error = self.error.lock().await;
-        let (specs, refusals) = match read_each(&self.config) {
+        let (specs, refusals) = match self.read_each() {
             Ok(read) => {
                 *error = None;
                 read
@@ -384,11 +396,10 @@ impl Tenants {
     /// too). A tenant the configuration no longer has is left to [`Tenants::reload`].
     pub async fn reload_one(&self, id: &str) -> Result<Status, TenantsError> {
         let tenant = self.get(id)?;
-        let read =
-            read_each(&self.config).and_then(|(specs, refusals)| match refusals.into_iter().find(|r| r.id == id) {
-                Some(Refused { id, error }) => Err(TenantsError::Folder(id, error)),
-                None => Ok(specs.into_iter().find(|s| s.id == id)),
-            });
+        let read = self.read_each().and_then(|(specs, refusals)| match refusals.into_iter().find(|r| r.id == id) {
+            Some(Refused { id, error }) => Err(TenantsError::Folder(id, error)),
+            None => Ok(specs.into_iter().find(|s| s.id == id)),
+        });
         let spec = match read {
             Ok(spec) => spec,
             Err(e) => {
@@ -470,18 +481,23 @@ fn is_tenant_configuration(dir: &Path, path: &Path) -> bool {
 }
 
 /// Read every tenant's configuration (pure but for reading the files); any tenant whose own
-/// file cannot be used is an error.
-fn read(config: &TenantsConfig) -> Result<Vec<Spec>, TenantsError> {
-    let (specs, refusals) = read_each(config)?;
+/// file cannot be used is an error. Also the tenant folders that have a `tenant.toml`.
+fn read(config: &TenantsConfig) -> Result<(Vec<Spec>, BTreeSet<String>), TenantsError> {
+    let (specs, refusals, with_file) = read_each(config, &BTreeSet::new())?;
     match refusals.into_iter().next() {
         Some(Refused { id, error }) => Err(TenantsError::Folder(id, error)),
-        None => Ok(specs),
+        None => Ok((specs, with_file)),
     }
 }
 
+/// What [`read_each`] finds: the tenants that can be used, the folders refused, and the
+/// folders that have their `tenant.toml`.
+type ReadEach = (Vec<Spec>, Vec<Refused>, BTreeSet<String>);
+
 /// Read every tenant's configuration: those that can be used, and the tenant folders whose
-/// own `tenant.toml` cannot (an error in the policy file, shared by all, is an error).
-fn read_each(config: &TenantsConfig) -> Result<(Vec<Spec>, Vec<Refused>), TenantsError> {
+/// own `tenant.toml` cannot (an error in the policy file, shared by all, is an error); and
+/// the folders that have one. A folder of `had_file` found without its file is refused.
+fn read_each(config: &TenantsConfig, had_file: &BTreeSet<String>) -> Result<ReadEach, TenantsError> {
     let mut refusals = Vec::new();
     let base = Limits::default();
     let mut file = match &config.policy {
@@ -493,12 +509,13 @@ fn read_each(config: &TenantsConfig) -> Result<(Vec<Spec>, Vec<Refused>), Tenant
         None => None,
     };
     let mut tenants: Vec<TenantFile> = file.as_mut().map(PolicyFile::take_tenants).unwrap_or_default();
+    let mut with_file = BTreeSet::new();
     if let Some(dir) = &config.dir {
         // A tenant folder's settings start from the policy file's, as a listed tenant's do.
         let inherited = file.as_ref().map_or((base, Quotas::default(), NeedsMode::default()), |file| {
             (file.defaults(), file.quotas(), file.needs())
         });
-        for tenant in read_dir(dir, inherited, &config.flags)? {
+        for tenant in read_dir(dir, inherited, &config.flags, (had_file, &mut with_file))? {
             match tenant {
                 Ok(tenant) if tenants.iter().any(|t| t.id == tenant.id) => {
                     return Err(TenantsError::Duplicate(tenant.id));
@@ -527,6 +544,7 @@ fn read_each(config: &TenantsConfig) -> Result<(Vec<Spec>, Vec<Refused>), Tenant
         return Ok((
             vec![Spec { id: DEFAULT_TENANT.into(), hosts: Vec::new(), admin_token: None, sources, policy: file }],
             refusals,
+            with_file,
         ));
     }
     let specs = tenants
@@ -542,7 +560,7 @@ fn read_each(config: &TenantsConfig) -> Result<(Vec<Spec>, Vec<Refused>), Tenant
             }
         })
         .collect();
-    Ok((specs, refusals))
+    Ok((specs, refusals, with_file))
 }
 
 /// The tenants of a tenants directory: one per folder, named by the folder.
@@ -550,6 +568,7 @@ fn read_dir(
     dir: &Path,
     inherited: (Limits, Quotas, NeedsMode),
     flags: &LimitOverrides,
+    (had_file, with_file): (&BTreeSet<String>, &mut BTreeSet<String>),
 ) -> Result<Vec<Result<TenantFile, Refused>>, TenantsError> {
     let failed = |source| TenantsError::Dir { path: dir.into(), source };
     let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -568,6 +587,19 @@ fn read_dir(
         let path = folder.join(TENANT_FILE);
         let text = crate::files::read_text_if_present(&path, crate::files::MAX_CONFIG_BYTES)
             .map_err(|source| PolicyError::Read { path: path.clone(), source });
+        let vanished = matches!(text, Ok(None)) && had_file.contains(&id);
+        if !matches!(text, Ok(None)) || vanished {
+            with_file.insert(id.clone());
+        }
+        if vanished {
+            let error = format!(
+                "{} is gone (being saved?): its configuration stays in force; remove the folder to remove \
+                 the tenant, or leave a tenant.toml holding a comment to serve it with the defaults",
+                path.display()
+            );
+            tenants.push(Err(Refused { id, error }));
+            continue;
+        }
         let tenant = text.and_then(|text| TenantFile::parse(&id, text.as_deref(), &path, inherited, flags));
         tenants.push(tenant.map_err(|error| Refused { id, error: error.to_string() }));
     }
@@ -602,7 +634,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = "needs_beyond_grants = \"refuse\"\n[limits]\nmemory_mib = 16\ncpu_ms = 100\n\
                     [quotas]\nconcurrent_calls = 1";
-        let specs = read(&config(dir.path(), text)).unwrap();
+        let (specs, _) = read(&config(dir.path(), text)).unwrap();
         let policy = specs[0].policy.as_ref().unwrap();
         assert_eq!(specs[0].id, "acme");
         assert_eq!((policy.defaults().memory, policy.defaults().cpu.as_millis()), (16 << 20, 100));

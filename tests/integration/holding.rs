@@ -304,6 +304,26 @@ async fn shutdown_answers_running_calls_and_is_bounded() {
     assert!(patient.log().contains("still open"), "{}", patient.log());
 }
 
+/// A call whose answer would come on a stream already open (it asked the client something
+/// first) is answered there when the server shuts down: the stream is not cut under it.
+#[tokio::test]
+async fn shutdown_answers_a_call_on_its_open_stream() {
+    let conformance = plugins().join("conformance.wasm");
+    let mut server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let mut client = Client::new(&server.url);
+    client.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
+    let asking = client.spawn_call(2, "test_elicitation", json!({"message": "m"}));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = std::process::Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let reply = asking.await.unwrap();
+    assert!(reply.body.contains("elicitation/create"), "{}", reply.body);
+    let result = &reply.response(2)["result"];
+    assert_eq!(result["isError"], true, "{}", reply.body);
+    assert!(first_text(result).contains("cancelled"), "{}", reply.body);
+    assert_eq!(server.wait_exit(Duration::from_secs(15)).and_then(|s| s.code()), Some(0));
+}
+
 /// SIGTERM to a stdio server (a client stopping it) exits 0 and leaves the pipes it was
 /// given blocking again: a shell that shares them must not find them non-blocking after.
 #[test]

@@ -166,11 +166,15 @@ async fn a_removed_tenants_running_calls_finish_and_are_answered() {
     let dir = scratch_dir("tenants-remove-running");
     let policy = two_tenants(&dir);
     std::fs::copy(plugins().join("testing/hostile.wasm"), dir.join("globex/hostile.wasm")).unwrap();
+    std::fs::copy(plugins().join("conformance.wasm"), dir.join("globex/conformance.wasm")).unwrap();
     let (server, _admin) = Admin::serve(&dir, &["--config", policy.to_str().unwrap(), "--call-timeout", "1500"]);
     let base = format!("http://{}", server.authority());
     let mut session = Client::new(&format!("{base}/t/globex/mcp"));
-    session.initialize("2025-11-25", json!({})).await;
+    session.initialize("2025-11-25", json!({"elicitation": {"form": {}}})).await;
     let legacy = session.spawn_call(2, "stall", json!({}));
+    // A call waiting on its client, whose answer could no longer reach a removed tenant:
+    // it is told there is none, rather than waiting minutes for it.
+    let asking = session.spawn_call(4, "test_elicitation", json!({"message": "m"}));
     let stateless = Client::new(&format!("{base}/t/globex/mcp"));
     let modern =
         tokio::spawn(async move { stateless.modern(3, "tools/call", json!({"name": "stall"}), json!({})).await });
@@ -187,6 +191,9 @@ async fn a_removed_tenants_running_calls_finish_and_are_answered() {
         let text = first_text(&reply.response(id)["result"]);
         assert!(text.contains("did not finish within 1.5s"), "{}", reply.body);
     }
+    let asked = tokio::time::timeout(Duration::from_secs(20), asking).await.expect("the asking call ends").unwrap();
+    assert!(asked.body.contains("elicitation/create"), "{}", asked.body);
+    assert!(asked.response(4)["result"]["content"].is_array(), "{}", asked.body);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -216,6 +223,18 @@ async fn a_tenants_directory_serves_one_tenant_per_folder() {
         assert!(Instant::now() < deadline, "the new tenant never appeared; log:\n{}", server.log());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A tenant.toml gone for a moment (an editor saving it: renamed away, then written) is not
+    // a tenant without one: south keeps its configuration until the file is back.
+    let south_file = tenants.join("south").join("tenant.toml");
+    std::fs::rename(&south_file, dir.join("south-backup.toml")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.log().contains("tenant.toml is gone") {
+        assert!(Instant::now() < deadline, "no reload saw the file gone; log:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = post_as(&format!("{base}/mcp"), "south.test", &tools_list()).await;
+    assert!(status == 200 && !body.contains("\"add\""), "south lost its host name: {status} {body}");
+    std::fs::rename(dir.join("south-backup.toml"), &south_file).unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -465,8 +465,6 @@ fn check_env_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A raw TCP grant: an IP address and port (`10.0.0.5:5432`, `[::1]:6379`). Names are not
-/// accepted: plugins get no DNS, so a grant is exactly the address connected to.
 /// An empty file is refused, not read as "no policy": a file being rewritten in place is
 /// empty for a moment, and applying that moment would drop its `[auth]`, grants and limits
 /// (a reload keeps the policy in force instead). A comment says "nothing" on purpose.
@@ -476,6 +474,8 @@ pub(crate) fn empty(text: &str) -> Option<String> {
     })
 }
 
+/// A raw TCP grant: an IP address and port (`10.0.0.5:5432`, `[::1]:6379`). Names are not
+/// accepted: plugins get no DNS, so a grant is exactly the address connected to.
 fn parse_tcp(rule: &str) -> Result<SocketAddr, String> {
     rule.parse::<SocketAddr>()
         .ok()

@@ -190,6 +190,8 @@ impl FrontDoor {
             let kept = set.tenants.get(id).is_some_and(|t| Arc::ptr_eq(&t.shared, &endpoint.tenant.shared));
             if !kept {
                 let (endpoint, shutdown) = (endpoint.clone(), self.shutdown.clone());
+                // Its clients' answers can no longer arrive (its routes are gone).
+                endpoint.sessions.fail_pending();
                 tokio::spawn(async move {
                     // Calls are bounded by their limits and by the client's answer time; a
                     // rare event, so a plain poll.

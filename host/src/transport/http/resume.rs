@@ -88,7 +88,9 @@ impl KeptBytes {
 /// The POST streams of one session.
 pub struct PostStreams {
     kept: Mutex<Kept>,
-    /// Fires when the session ends: resumed streams end with it.
+    /// Fires when the client ends the session (or it expires): its streams end with it. A
+    /// server shutting down ends none: each carries what stopping its request made, then
+    /// finishes (the shutdown's grace bounds the wait).
     ended: CancellationToken,
     /// The server's count of what every session's streams keep.
     budget: Arc<KeptBytes>,
@@ -101,8 +103,13 @@ struct Kept {
 }
 
 impl PostStreams {
-    pub fn new(ended: CancellationToken, budget: Arc<KeptBytes>) -> PostStreams {
-        PostStreams { kept: Mutex::default(), ended, budget }
+    pub fn new(budget: Arc<KeptBytes>) -> PostStreams {
+        PostStreams { kept: Mutex::default(), ended: CancellationToken::new(), budget }
+    }
+
+    /// The session is over: every stream ends.
+    pub fn end(&self) {
+        self.ended.cancel();
     }
 
     /// A new stream, forgetting the oldest if the session keeps too many.
@@ -387,7 +394,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_resumes_after_the_last_event_seen_and_ends_when_finished() {
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         let stream = streams.open();
         stream.push(b"{\"a\":1}".to_vec()).await;
         stream.push(b"{\"a\":2}".to_vec()).await;
@@ -404,7 +411,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_s_streams_keep_a_bounded_total_beside_the_newest() {
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         let big = || vec![b'x'; 600 << 10];
         for _ in 0..3 {
             let stream = streams.open();
@@ -430,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_keeps_its_newest_streams_and_their_newest_events() {
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         for _ in 0..STREAMS + 2 {
             streams.open().finish();
         }
@@ -453,7 +460,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_waits_for_its_reader_and_nothing_unread_is_dropped() {
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
         let writer = stream.clone();
@@ -480,25 +487,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_waits_for_more_and_the_session_ending_ends_it() {
-        let ended = CancellationToken::new();
-        let streams = PostStreams::new(ended.clone(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
         stream.push(b"1".to_vec()).await;
         assert!(events.next().await.is_some());
         let waiting = tokio::spawn(async move { events.next().await.is_none() });
         tokio::task::yield_now().await;
-        ended.cancel();
+        streams.end();
         assert!(waiting.await.expect("the reader"), "the stream ends with its session");
     }
 
     #[tokio::test]
     async fn past_the_server_s_budget_a_stream_keeps_only_what_its_reader_has_yet_to_read() {
         let budget = KeptBytes::new(1 << 10);
-        let (one, two) = (
-            PostStreams::new(CancellationToken::new(), budget.clone()),
-            PostStreams::new(CancellationToken::new(), budget.clone()),
-        );
+        let (one, two) = (PostStreams::new(budget.clone()), PostStreams::new(budget.clone()));
         // Within the budget, a finished stream nobody read is kept for a resume.
         let within = one.open();
         within.push(vec![b'a'; 600]).await;
@@ -541,7 +544,7 @@ mod tests {
     #[tokio::test]
     async fn a_resume_that_would_skip_dropped_events_is_refused() {
         // Past a stream's own bounds, with nobody reading, the oldest go.
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(usize::MAX));
+        let streams = PostStreams::new(KeptBytes::new(usize::MAX));
         let stream = streams.open();
         for n in 0..=KEPT {
             stream.push(format!("{n}").into_bytes()).await;
@@ -551,7 +554,7 @@ mod tests {
         assert!(streams.find("p1.1").is_ok_and(|s| s.is_some()));
         // Past the server's budget what a reader took goes: a resume from before it is
         // refused, one from where the reader got to is not.
-        let streams = PostStreams::new(CancellationToken::new(), KeptBytes::new(0));
+        let streams = PostStreams::new(KeptBytes::new(0));
         let stream = streams.open();
         let mut events = Box::pin(stream.events(0));
         stream.push(b"1".to_vec()).await;

@@ -319,6 +319,7 @@ impl Live {
         let session = self.sessions.remove(id)?;
         self.counts.release(session.client);
         session.ended.cancel();
+        session.posts.end();
         session.pending.fail_all();
         self.metrics.session_ended(&self.tenant, "tcp", session.server.version(), session.opened.elapsed());
         Some(session)
@@ -352,6 +353,14 @@ pub struct SessionTable {
 }
 
 impl SessionTable {
+    /// Fail every request its sessions' clients have yet to answer: their tenant is gone, so
+    /// no answer can reach them, and the calls that asked go on without one.
+    pub fn fail_pending(&self) {
+        for session in self.live.read().unwrap_or_else(|e| e.into_inner()).sessions.values() {
+            session.pending.fail_all();
+        }
+    }
+
     /// A tenant's table; `counts` counts the sessions of every tenant's table together, and
     /// `kept` the bytes their POST streams keep.
     pub fn new(
@@ -444,7 +453,7 @@ impl SessionTable {
             seen: AtomicU64::new(0),
             ended: ended.clone(),
             closed_by_server: self.shutdown.clone(),
-            posts: PostStreams::new(ended, self.kept.clone()),
+            posts: PostStreams::new(self.kept.clone()),
             opened: Instant::now(),
             max_in_flight: self.max_in_flight,
         });
