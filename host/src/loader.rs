@@ -636,9 +636,6 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>, serving: &[PluginS
         })
         .collect();
     let (files, unreadable) = sources.files();
-    for (_, error) in &unreadable {
-        tracing::error!("{error}; its plugins go on serving until it can be read");
-    }
     for path in files {
         let name = plugin_name(&path);
         if unloaded.contains(&name) {
@@ -651,6 +648,7 @@ fn candidates(sources: &Sources, unloaded: &BTreeSet<String>, serving: &[PluginS
         all.push(Candidate { name, source: path.display().to_string(), bytes });
     }
     for (dir, error) in unreadable {
+        tracing::error!("{error}; its plugins go on serving until it can be read");
         let within = |status: &&PluginStatus| Path::new(&status.source).parent() == Some(dir);
         for status in serving.iter().filter(within).filter(|s| s.serving.is_some()) {
             if !all.iter().any(|c| c.name == status.name) {

@@ -587,8 +587,9 @@ fn read_dir(
         let path = folder.join(TENANT_FILE);
         let text = crate::files::read_text_if_present(&path, crate::files::MAX_CONFIG_BYTES)
             .map_err(|source| PolicyError::Read { path: path.clone(), source });
-        let vanished = matches!(text, Ok(None)) && had_file.contains(&id);
-        if !matches!(text, Ok(None)) || vanished {
+        let present = !matches!(text, Ok(None));
+        let vanished = !present && had_file.contains(&id);
+        if present || vanished {
             with_file.insert(id.clone());
         }
         if vanished {

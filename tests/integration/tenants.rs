@@ -227,11 +227,8 @@ async fn a_tenants_directory_serves_one_tenant_per_folder() {
     // a tenant without one: south keeps its configuration until the file is back.
     let south_file = tenants.join("south").join("tenant.toml");
     std::fs::rename(&south_file, dir.join("south-backup.toml")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !server.log().contains("tenant.toml is gone") {
-        assert!(Instant::now() < deadline, "no reload saw the file gone; log:\n{}", server.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let log = server.wait_for_log("tenant.toml is gone");
+    assert!(log.contains("tenant.toml is gone"), "no reload saw the file gone; log:\n{log}");
     let (status, body) = post_as(&format!("{base}/mcp"), "south.test", &tools_list()).await;
     assert!(status == 200 && !body.contains("\"add\""), "south lost its host name: {status} {body}");
     std::fs::rename(dir.join("south-backup.toml"), &south_file).unwrap();

@@ -325,25 +325,25 @@ pub async fn run(args: TopArgs) -> Result<()> {
     };
     let terminal = std::io::stdout().is_terminal();
     let mut before = fetch().await?;
+    // Whether a scrape failed since `before`: the next that succeeds starts a view afresh.
+    let mut failed = false;
     loop {
         tokio::time::sleep(args.interval).await;
         // Once running, a scrape that fails (the server restarting, say) is told and tried
-        // again at the next interval, which then starts the next view afresh.
+        // again at the next interval.
         let after = match fetch().await {
             Ok(after) => after,
             Err(e) if !args.once => {
                 eprintln!("capsule top: {e:#}; trying again in {:?}", args.interval);
-                before = loop {
-                    tokio::time::sleep(args.interval).await;
-                    match fetch().await {
-                        Ok(again) => break again,
-                        Err(e) => eprintln!("capsule top: {e:#}; trying again in {:?}", args.interval),
-                    }
-                };
+                failed = true;
                 continue;
             }
             Err(e) => return Err(e),
         };
+        if std::mem::take(&mut failed) {
+            before = after;
+            continue;
+        }
         let view = View::between(&before.1, &after.1, after.0 - before.0);
         let mut out = std::io::stdout().lock();
         if terminal && !args.once {
