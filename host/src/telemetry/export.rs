@@ -94,14 +94,27 @@ impl Queue {
         });
     }
 
-    /// What is queued, leaving `spare` (emptied) in its place: the exporter hands back the
-    /// buffers it sent, so that they are not grown again from nothing on the workers.
-    fn swap(&self, mut spare: Pending) -> Pending {
+    /// What is to be sent now, leaving `spare` (emptied) in its place: the exporter hands
+    /// back the buffers it sent, so that they are not grown again from nothing on the
+    /// workers. Every span queued, or with `whole` (a batch filled) only the whole batches:
+    /// the few spans that came in since wait for the next batch to fill or for the schedule
+    /// delay, rather than each wake-up posting a full batch and a small one after it.
+    fn take(&self, mut spare: Pending, whole: bool) -> Pending {
         spare.bytes.clear();
         spare.bytes.shrink_to(KEPT_QUEUE);
         spare.ends.clear();
         spare.dropped = 0;
-        std::mem::replace(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()), spare)
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = std::mem::replace(&mut *pending, spare);
+        let sent = if whole { taken.ends.len() - taken.ends.len() % self.batching.max_batch } else { taken.ends.len() };
+        if sent < taken.ends.len() {
+            let from = sent.checked_sub(1).map_or(0, |last| taken.ends[last]);
+            pending.bytes.extend_from_slice(&taken.bytes[from..]);
+            pending.ends.extend(taken.ends[sent..].iter().map(|end| end - from));
+            taken.bytes.truncate(from);
+            taken.ends.truncate(sent);
+        }
+        taken
     }
 
     /// Ask the exporter to send what is queued and end.
@@ -124,9 +137,9 @@ pub fn run(queue: Arc<Queue>, destination: Destination) {
     let mut spare = Pending::default();
     runtime.block_on(async {
         loop {
-            let _ = tokio::time::timeout(queue.batching.delay, queue.ready.notified()).await;
+            let filled = tokio::time::timeout(queue.batching.delay, queue.ready.notified()).await.is_ok();
             let stopping = queue.stopping.load(Ordering::Acquire);
-            let pending = queue.swap(spare);
+            let pending = queue.take(spare, filled && !stopping);
             health.dropped(pending.dropped, queue.batching.max_queue);
             let mut start = 0;
             for batch in pending.ends.chunks(queue.batching.max_batch) {
@@ -251,5 +264,40 @@ impl Health {
             tracing::debug!("{dropped} more spans were dropped: the export queue was full");
         }
         self.dropping |= dropped > 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(n: u8) -> SpanRecord {
+        SpanRecord { span_id: [n; 8], start: u64::from(n), ..SpanRecord::default() }
+    }
+
+    fn encoded(n: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        otlp::encode_span(&mut out, &span(n));
+        out
+    }
+
+    #[test]
+    fn a_filled_batch_sends_whole_batches_and_keeps_the_rest_for_later() {
+        let queue = Queue::new(Batching { max_queue: 100, max_batch: 3, delay: Duration::from_secs(5) });
+        for n in 1..=7 {
+            queue.push(&span(n));
+        }
+        let first = queue.take(Pending::default(), true);
+        assert_eq!(first.ends.len(), 6);
+        assert_eq!(first.bytes, (1..=6).flat_map(encoded).collect::<Vec<_>>());
+        queue.push(&span(8));
+        // The schedule delay (or shutdown) sends what is left, batch full or not.
+        let rest = queue.take(first, false);
+        assert_eq!(rest.ends, [encoded(7).len(), encoded(7).len() + encoded(8).len()]);
+        assert_eq!(rest.bytes, [encoded(7), encoded(8)].concat());
+        // A wake-up left over from a batch already sent finds no whole batch: nothing goes.
+        queue.push(&span(9));
+        assert!(queue.take(rest, true).ends.is_empty());
+        assert_eq!(queue.take(Pending::default(), false).bytes, encoded(9));
     }
 }
