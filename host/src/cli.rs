@@ -475,6 +475,7 @@ pub fn main() -> ExitCode {
         Ok(runtimes) => runtimes,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");
+            crate::telemetry::flush_logs(LAST_RECORDS);
             return ExitCode::FAILURE;
         }
     };
@@ -500,14 +501,20 @@ pub fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         }
     });
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    crate::telemetry::flush_logs(LAST_RECORDS);
+    code
 }
+
+/// How long an exiting process waits for its last log records to reach stderr: a stderr
+/// nobody reads would never take them.
+const LAST_RECORDS: Duration = Duration::from_secs(1);
 
 /// `capsule check`: the report is the command's output, so it goes to stdout. Exit status 0
 /// when `serve` would load the plugin, 1 when it would refuse it, 2 when the check could not
@@ -746,6 +753,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         // Stopped by a signal, with the pipes put back: a read or write of a terminal or a
         // socket may still hold a blocking thread, which ending the runtime would wait for.
         if shutdown.is_cancelled() {
+            crate::telemetry::flush_logs(LAST_RECORDS);
             std::process::exit(0);
         }
         return served;

@@ -352,6 +352,76 @@ fn a_stdio_server_stopped_by_sigterm_leaves_its_pipes_as_it_found_them() {
     assert!(!nonblocking(), "the pipe was left non-blocking");
 }
 
+/// A stdio server whose stderr is a pipe nobody reads (clients that pipe it and never drain
+/// it exist) goes on answering: one call whose plugin floods its stderr filled the pipe, and
+/// the server blocked in the log's write and answered nothing more. Records that do not fit
+/// are dropped, and counted in a record once stderr is read again.
+#[test]
+fn a_stdio_server_whose_stderr_nobody_reads_goes_on_answering() {
+    use std::io::{BufRead, Read, Write};
+    let hostile = plugins().join("testing/hostile.wasm");
+    let calc = plugins().join("calc.wasm");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--stdio", "--no-watch", "--plugin", hostile.to_str().unwrap()])
+        .args(["--plugin", calc.to_str().unwrap()])
+        .env("CAPSULE_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let (answers, answered) = std::sync::mpsc::channel::<Value>();
+    let output = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in output.lines().map_while(Result::ok) {
+            let _ = answers.send(serde_json::from_str(&line).unwrap());
+        }
+    });
+    let answer = |input: &mut std::process::ChildStdin, message: Value| {
+        let id = message["id"].clone();
+        writeln!(input, "{message}").unwrap();
+        loop {
+            let message = answered.recv_timeout(Duration::from_secs(30)).expect("an answer within 30 s");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    answer(&mut input, init);
+    writeln!(input, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    // Each flood logs its call's stderr (its 64 KiB budget): the pipe's 64 KiB, then the
+    // log's 4 MiB of waiting records, are full well before the last.
+    for id in 1..=80 {
+        let flood = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "flood", "arguments": {"count": 1}}});
+        assert!(answer(&mut input, flood).get("result").is_some());
+    }
+    let add = json!({"jsonrpc": "2.0", "id": 90, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    assert_eq!(first_text(&answer(&mut input, add)["result"]), "5");
+    // Read stderr now: what was waiting comes out, then the count of what was dropped.
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let _ = stderr.read_to_string(&mut log);
+        log
+    });
+    let flood = json!({"jsonrpc": "2.0", "id": 91, "method": "tools/call",
+        "params": {"name": "flood", "arguments": {"count": 1}}});
+    answer(&mut input, flood);
+    drop(input);
+    assert!(child.wait().unwrap().success());
+    let log = reader.join().unwrap();
+    assert!(
+        log.contains("log records were dropped: stderr was not being read"),
+        "{}",
+        &log[log.len().saturating_sub(2000)..]
+    );
+}
+
 /// A plugin's state across a 2026-07-28 client's rounds rides sealed in `requestState`,
 /// which the client sends back in a request body: state of more than 1 MiB (its seal larger
 /// than a default body once it reached 4 MiB) is refused with the reason, not handed out to

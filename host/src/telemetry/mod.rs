@@ -4,7 +4,7 @@
 //! Capsule's own `tracing` subscriber (`subscriber`) writes the log (`logs` lays out each
 //! line; `fields` writes text fields) and records Capsule's spans (`spans`), which are
 //! encoded straight into OTLP protobuf (`otlp`) as each span ends and posted in batches by
-//! one thread (`export`); the client's W3C trace context is parsed in `w3c`, and `traces`
+//! one thread (`export`); log lines go to stderr through a thread of their own (`stderr`); the client's W3C trace context is parsed in `w3c`, and `traces`
 //! reads the standard `OTEL_*` variables and ties them together.
 //!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
@@ -20,6 +20,7 @@ mod otlp;
 mod serve;
 mod sharded;
 mod spans;
+mod stderr;
 mod subscriber;
 mod traces;
 mod w3c;
@@ -30,5 +31,6 @@ pub use logs::LogStyle;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{HostCheck, Scrape, respond, serve};
 pub use spans::{SpanRecorder, TraceContext, export_attribute};
-pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch, stderr};
+pub use stderr::{flush as flush_logs, stderr};
+pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch};
 pub use traces::{TraceSetupError, Traces};

@@ -15,7 +15,6 @@
 //! them, with the same formats and the recorder as a layer.
 
 use std::cell::{Cell, RefCell};
-use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -32,11 +31,6 @@ use super::spans::{Live, SpanRecorder};
 
 /// Where log lines go, each in one call.
 pub type LogOut = Arc<dyn Fn(&[u8]) + Send + Sync>;
-
-/// Log lines to stderr (stdout belongs to the stdio transport).
-pub fn stderr() -> LogOut {
-    Arc::new(|line| drop(std::io::stderr().write_all(line)))
-}
 
 /// The log filter `CAPSULE_LOG` describes (`info` when unset, empty or invalid).
 #[allow(clippy::large_enum_variant, reason = "made once, when the server starts")]
