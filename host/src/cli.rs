@@ -414,11 +414,16 @@ fn init_logs(format: LogFormat, traces: Option<&crate::telemetry::Traces>) {
         LogFormat::Json => LogStyle::Json,
     };
     let filter = LogFilter::new(std::env::var("CAPSULE_LOG").ok());
+    let logs_level = filter.max_level();
     let recorder = traces.map(crate::telemetry::Traces::recorder);
     let dispatch = crate::telemetry::dispatch(filter, style, recorder, crate::telemetry::stderr());
     if tracing::dispatcher::set_global_default(dispatch).is_ok() {
-        // The dependencies' `log` records become events, up to the level anything wants.
-        let level = tracing::level_filters::LevelFilter::current().as_log();
+        // The dependencies' `log` records become events, up to the level the log wants (the
+        // recorder takes no `log` record: they are not Capsule's). Not the subscriber's own
+        // hint, which is debug for the recorder's spans whenever traces are exported: a
+        // debug record of every dependency would be built and offered to a filter that
+        // refuses it.
+        let level = logs_level.as_log();
         let _ = tracing_log::LogTracer::builder().with_max_level(level).init();
     }
 }

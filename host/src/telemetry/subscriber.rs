@@ -52,6 +52,17 @@ impl LogFilter {
             _ => LogFilter::Scoped(EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"))),
         }
     }
+
+    /// The most verbose level these directives log (trace when they cannot tell).
+    pub fn max_level(&self) -> LevelFilter {
+        match self {
+            LogFilter::Targets(targets) => {
+                <Targets as tracing_subscriber::layer::Filter<tracing_subscriber::Registry>>::max_level_hint(targets)
+            }
+            LogFilter::Scoped(filter) => filter.max_level_hint(),
+        }
+        .unwrap_or(LevelFilter::TRACE)
+    }
 }
 
 /// The subscriber for a server: logs filtered by `filter` and written in `style` to `out`,
