@@ -473,6 +473,7 @@ pub fn main() -> ExitCode {
         .on_thread_start(on_start)
         .on_thread_unpark(on_unpark.clone())
         .on_thread_park(crate::runtime::worker_idle)
+        .on_thread_stop(crate::runtime::worker_stopped)
         .enable_all()
         .build()
         .and_then(|runtime| Ok((runtime, ExtraWorkers::start(workers - 1, on_start, on_unpark)?)));
@@ -489,10 +490,14 @@ pub fn main() -> ExitCode {
         idle_poll.start(1);
     }
     let workers = Workers::new(extra.handles(), Placement { cores: cores(), depth: fill });
+    let mut at_once = false;
     let result = runtime.block_on(async {
         idle_poll.start(1);
         match cli.command {
-            Command::Serve(args) => serve(*args, workers).await.map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => serve(*args, workers).await.map(|ended| {
+                at_once = ended == Ended::AtOnce;
+                ExitCode::SUCCESS
+            }),
             Command::Compile(args) => compile(*args).await,
             Command::Check(args) => Ok(check(args).await),
             Command::Plugin(PluginCommand::New(args)) => plugin_new(args),
@@ -513,8 +518,28 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
+    if !at_once {
+        // Spans the runtime's last tasks close on their way out are still exported.
+        drop(extra);
+        drop(runtime);
+    }
+    drop(traces);
     crate::telemetry::flush_logs(LAST_RECORDS);
+    if at_once {
+        std::process::exit(0);
+    }
     code
+}
+
+/// How `serve` ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Its work is done: the runtime ends with the process.
+    Done,
+    /// A signal stopped a stdio server: a read or write of a terminal or a socket may still
+    /// hold a blocking thread, which ending the runtime would wait for, so the process exits
+    /// without ending it (once the spans and the log are flushed).
+    AtOnce,
 }
 
 /// How long an exiting process waits for its last log records to reach stderr: a stderr
@@ -663,7 +688,7 @@ fn raise_open_file_limit() {
     }
 }
 
-async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
+async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
     raise_open_file_limit();
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
@@ -755,13 +780,11 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
             served = served => served.context("the stdio transport failed")?,
             failed = loaded => Err(failed),
         };
-        // Stopped by a signal, with the pipes put back: a read or write of a terminal or a
-        // socket may still hold a blocking thread, which ending the runtime would wait for.
+        // Stopped by a signal, with the pipes put back.
         if shutdown.is_cancelled() {
-            crate::telemetry::flush_logs(LAST_RECORDS);
-            std::process::exit(0);
+            return Ok(Ended::AtOnce);
         }
-        return served;
+        return served.map(|()| Ended::Done);
     }
     let options = HttpOptions {
         max_body_bytes: args.http.max_body_bytes,
@@ -782,7 +805,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<()> {
         workers,
     };
     tokio::select! {
-        served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served,
+        served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served.map(|()| Ended::Done),
         failed = loaded => Err(failed),
     }
 }

@@ -43,6 +43,7 @@ impl ExtraWorkers {
                     .on_thread_start(on_start.clone())
                     .on_thread_unpark(on_unpark.clone())
                     .on_thread_park(crate::runtime::worker_idle)
+                    .on_thread_stop(crate::runtime::worker_stopped)
                     .enable_all()
                     .build()
             })

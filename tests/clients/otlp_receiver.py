@@ -7,12 +7,16 @@ attributes as strings, status, events (name and attributes), and the export requ
     otlp_receiver.py --refuse N                   (answer the first N exports 503, Retry-After: 0)
     otlp_receiver.py --redirect STATUS LOCATION   (answer exports to /v1/traces with that redirect;
                                                    take them at any other path)
+    otlp_receiver.py --hang                       (read each export and never answer)
+    otlp_receiver.py --huge MIB                   (take each export, and answer 200 with MIB MiB
+                                                   of body)
 """
 import argparse
 import gzip
 import http.server
 import json
 import ssl
+import threading
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -33,6 +37,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
 parser.add_argument("--refuse", type=int, default=0, metavar="N")
 parser.add_argument("--redirect", nargs=2, metavar=("STATUS", "LOCATION"))
+parser.add_argument("--hang", action="store_true")
+parser.add_argument("--huge", type=int, default=0, metavar="MIB")
 args = parser.parse_args()
 refusals = args.refuse
 
@@ -48,6 +54,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("content-length", "0")
             self.end_headers()
             return
+        if args.hang:
+            threading.Event().wait()
         if args.redirect and self.path == "/v1/traces":
             self.send_response(int(args.redirect[0]))
             self.send_header("location", args.redirect[1])
@@ -91,6 +99,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
+        if args.huge:
+            # The exporter is to stop reading and hang up: the write fails then.
+            self.send_header("content-length", str(args.huge << 20))
+            self.end_headers()
+            try:
+                for _ in range(args.huge):
+                    self.wfile.write(bytes(1 << 20))
+            except OSError:
+                pass
+            return
         self.send_header("content-length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)

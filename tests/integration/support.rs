@@ -589,6 +589,18 @@ impl StdioServer {
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
+    /// Its exit status, once it has exited within `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

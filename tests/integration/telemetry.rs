@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, StdioServer, address, first_text, plugins, root, scratch_dir};
+use crate::support::{Client, Server, StdioServer, address, first_text, plugins, root, scratch_dir, status_mib};
 
 /// The value of the series whose name and labels start as `series` says (e.g.
 /// `capsule_plugin_calls_total{tenant="default",plugin="calc"`), summed over the rest.
@@ -902,4 +902,115 @@ async fn capsule_top_sends_its_token_only_to_the_url_given() {
     let said = String::from_utf8_lossy(&top.stderr);
     assert!(!top.status.success() && said.contains("the answer is longer than 64 MiB"), "{said}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A stdio server stopped by a signal exits without ending its runtime (a terminal read may
+/// hold a thread): the spans still queued are sent first. And a collector that takes an
+/// export and never answers holds the exit off for at most five seconds (it held it for as
+/// long as every queued batch's timeout added up, and a second signal went unheard).
+#[test]
+fn a_signal_sends_the_spans_still_queued_and_a_hanging_collector_does_not_hold_the_exit() {
+    let calc = plugins().join("calc.wasm");
+    let args = ["--no-watch", "--plugin", calc.to_str().unwrap()];
+    let stop = |receiver: &Receiver, trace: &str| {
+        // Exported only at the end: no batch fills, and the schedule is a minute.
+        let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "60000")];
+        let mut server = StdioServer::start_with_env(&args, &env);
+        server.initialize("2025-11-25");
+        server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "add", "arguments": {"a": 1, "b": 2},
+            "_meta": {"traceparent": format!("00-{trace}-00f067aa0ba902b7-01")}}}));
+        assert_eq!(first_text(&server.read()["result"]), "3");
+        let signalled = Instant::now();
+        let sent = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let status = server.wait_exit(Duration::from_secs(30)).expect("the server exits");
+        assert_eq!(status.code(), Some(0));
+        signalled.elapsed()
+    };
+    let receiver = Receiver::start();
+    let trace = "3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c";
+    stop(&receiver, trace);
+    receiver.span(trace, "tools/call add");
+    let hanging = Receiver::start_with(&["--hang".as_ref()]);
+    let took = stop(&hanging, "4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d");
+    assert!(took < Duration::from_secs(9), "the exit took {took:?}");
+}
+
+/// A collector's answer is read up to 64 KiB: one that answered with 256 MiB grew the server
+/// by as much, for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_s_huge_answer_is_not_held() {
+    let receiver = Receiver::start_with(&["--huge".as_ref(), "256".as_ref()]);
+    let dir = scratch_dir("trace-huge-answer").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let server = Server::http_with_env(&dir, &["--no-watch", "--plugin", calc.to_str().unwrap()], &receiver.env());
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let trace = "5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a";
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    receiver.span(trace, "tools/call add");
+    // A few more exports, each answered at length (the answers take a while to stream).
+    for id in 3..6 {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+        session.post_raw(call.to_string(), &[]).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let peak = status_mib(server.pid(), "VmHWM");
+    assert!(peak < 150, "the server's peak RSS is {peak} MiB");
+    assert!(!server.log().contains("exporting spans over OTLP failed"), "{}", server.log());
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A log filter with span directives (`tracing-subscriber`'s registry and its per-layer
+/// filters) exports the same spans, in the client's trace: asking the subscriber whether the
+/// request's span was wanted, just before making it, disabled it there, and the plugin
+/// call's spans went out as roots of traces of their own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_filter_with_span_directives_exports_the_same_trace() {
+    let receiver = Receiver::start();
+    let dir = scratch_dir("trace-scoped-filter").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let [endpoint, delay] = receiver.env();
+    let env = [endpoint, delay, ("CAPSULE_LOG", "info,[request]=debug")];
+    let server = Server::http_with_env(&dir, &["--no-watch", "--plugin", calc.to_str().unwrap()], &env);
+    let mut session = Client::new(&server.url);
+    session.initialize("2025-11-25", json!({})).await;
+    let (trace, client_span) = ("7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b", "b7ad6b7169203331");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}}});
+    let traceparent = format!("00-{trace}-{client_span}-01");
+    let reply = session.post_raw(call.to_string(), &[("traceparent", &traceparent)]).await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5");
+    let request = receiver.span(trace, "tools/call add");
+    assert_eq!(request["parent_span_id"], client_span, "{request}");
+    let guest = receiver.span(trace, "capsule.guest.call");
+    assert_eq!(guest["parent_span_id"], request["span_id"], "{guest}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Trace-level logs to the end: a plugin instance a worker kept was dropped with the
+/// thread's locals, and wasmtime's trace records then reached a subscriber whose own locals
+/// were gone, which aborted the process (134) at the end of its input.
+#[test]
+fn a_server_logging_at_trace_level_exits_cleanly() {
+    let calc = plugins().join("calc.wasm");
+    for filter in ["trace", "info,capsule[request]=trace"] {
+        let mut server = StdioServer::start_with_env(
+            &["--no-watch", "--plugin", calc.to_str().unwrap()],
+            &[("CAPSULE_LOG", filter)],
+        );
+        server.initialize("2025-11-25");
+        server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}));
+        assert_eq!(first_text(&server.read()["result"]), "3");
+        server.finish();
+    }
 }

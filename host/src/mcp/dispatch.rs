@@ -188,7 +188,11 @@ impl CapsuleServer {
         // is wanted. It is at error level so that it is wanted under any log filter that lets a
         // record through: every record the request writes carries its trace id. What is known
         // only at its end (`mcp.protocol.version`, `error.type`) goes to the exporter alone.
-        let traced = tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::ERROR);
+        // By the level alone: `enabled!` asks the subscriber, and under a log filter with span
+        // directives (`tracing-subscriber`'s registry with per-layer filters) an answer not
+        // followed by that very callsite's span is left in the filters' per-thread state and
+        // disabled the span after it, so nothing was exported (tokio-rs/tracing#2519).
+        let traced = tracing::level_enabled!(tracing::Level::ERROR);
         // A tool call's params are read once, here: the span takes what it needs of them,
         // and the call the rest. Other requests' are peeked at only when the span is wanted.
         let call = (method == "tools/call").then(|| params::<CallParams>(raw));

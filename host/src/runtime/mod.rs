@@ -28,7 +28,7 @@ pub use error::{CallError, LoadError};
 pub(crate) use limits::thread_cpu;
 pub use plugin::{Manifest, Plugin};
 pub use quota::{Account, Held, InstanceHeld, QuotaExceeded, Usage};
-pub use spare::worker_idle;
+pub use spare::{worker_idle, worker_stopped};
 
 /// Which plugin list a `list-changed` call names.
 pub use bindings::ListKind;

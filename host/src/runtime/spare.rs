@@ -464,6 +464,13 @@ impl Blueprint {
     }
 }
 
+/// The current thread is ending: its spare goes now, while the thread's locals still live. A
+/// store dropped with them logs (wasmtime, at trace level) into a subscriber whose own
+/// locals may be gone already, which aborted the process at exit under `CAPSULE_LOG=trace`.
+pub fn worker_stopped() {
+    let _ = SPARE.try_with(|slot| slot.try_borrow_mut().map(|mut slot| slot.take()));
+}
+
 /// The current thread has nothing to do: build the spare its last call asked for, and drop
 /// a spare of a plugin version no longer loaded. Tokio's before-park hook of the request
 /// workers, and the idle poller's quiet round.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use tokio::sync::Notify;
 
 use super::otlp::{self, Attribute, SpanRecord};
@@ -75,7 +75,7 @@ impl Queue {
     /// that fills wakes the exporter. The span is encoded before the lock is taken, so that
     /// a worker preempted while encoding keeps no other worker waiting.
     pub fn push(&self, span: &SpanRecord) {
-        ENCODED.with_borrow_mut(|encoded| {
+        let queue = |encoded: &mut Vec<u8>| {
             encoded.clear();
             otlp::encode_span(encoded, span);
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,7 +91,12 @@ impl Queue {
             }
             drop(pending);
             encoded.shrink_to(KEPT_ENCODED);
-        });
+        };
+        // A span ending while this thread's locals are destroyed encodes into a buffer of its
+        // own.
+        if ENCODED.try_with(|encoded| queue(&mut encoded.borrow_mut())).is_err() {
+            queue(&mut Vec::new());
+        }
     }
 
     /// What is to be sent now, leaving `spare` (emptied) in its place: the exporter hands
@@ -192,24 +197,12 @@ struct Failure {
 
 /// Post one export request.
 async fn send(destination: &Destination, body: bytes::Bytes) -> Result<(), Failure> {
-    let sent = destination
-        .client
-        .post(destination.url.clone())
-        .headers(destination.headers.clone())
-        .header(CONTENT_TYPE, "application/x-protobuf")
-        .body(body)
-        .send()
-        .await;
+    // The body's type is the exporter's to say, whatever the configured headers hold.
+    let mut headers = destination.headers.clone();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf"));
+    let sent = destination.client.post(destination.url.clone()).headers(headers).body(body).send().await;
     match sent {
-        Err(e) => {
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                why = format!("{why}: {cause}");
-                source = cause.source();
-            }
-            Err(Failure { why, retryable: e.is_connect() || e.is_timeout(), retry_after: None })
-        }
+        Err(e) => Err(Failure { why: causes(&e), retryable: e.is_connect() || e.is_timeout(), retry_after: None }),
         Ok(response) if !response.status().is_success() => {
             let status = response.status();
             let retry_after = response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.trim().parse().ok());
@@ -219,13 +212,35 @@ async fn send(destination: &Destination, body: bytes::Bytes) -> Result<(), Failu
                 retry_after: retry_after.map(Duration::from_secs),
             })
         }
-        // The body (an `ExportTraceServiceResponse`) is read so that the connection is reused.
-        Ok(response) => response.bytes().await.map(drop).map_err(|e| Failure {
-            why: e.to_string(),
-            retryable: false,
-            retry_after: None,
-        }),
+        // The body (an `ExportTraceServiceResponse`, a few bytes) is read so that the
+        // connection is reused; past [`MAX_RESPONSE_BYTES`] the rest is left unread and the
+        // connection closed: a collector's answer must not grow the server without bound.
+        Ok(mut response) => {
+            let mut read = 0;
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) if read + chunk.len() <= MAX_RESPONSE_BYTES => read += chunk.len(),
+                    Ok(_) => return Ok(()),
+                    Err(e) => return Err(Failure { why: causes(&e), retryable: false, retry_after: None }),
+                }
+            }
+        }
     }
+}
+
+/// The most of a collector's answer to an export that is read.
+const MAX_RESPONSE_BYTES: usize = 64 << 10;
+
+/// An error with its causes, each after a colon (reqwest's own message says little: "error
+/// sending request", "error decoding response body").
+fn causes(e: &reqwest::Error) -> String {
+    let mut why = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        why = format!("{why}: {cause}");
+        source = cause.source();
+    }
+    why
 }
 
 /// What the log says about exporting: once when exports start failing (or spans start being

@@ -39,14 +39,16 @@ impl<'writer> FormatFields<'writer> for TextFields {
         if writer.has_ansi_escapes() {
             return format(writer);
         }
-        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        let scratched = SCRATCH.try_with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut scratch) => {
                 scratch.clear();
                 format(Writer::new(&mut *scratch))?;
                 writer.write_str(&scratch)
             }
-            Err(_) => format(writer),
-        })
+            Err(_) => format(writer.by_ref()),
+        });
+        // Gone while the thread's locals are destroyed.
+        scratched.unwrap_or_else(|_| format(writer))
     }
 }
 

@@ -118,7 +118,8 @@ impl SpanRecorder {
                 sampled
             }
             None => {
-                let context = STARTING.with(Cell::take).unwrap_or_else(|| TraceContext::new(None));
+                // (None while this thread's locals are destroyed.)
+                let context = STARTING.try_with(Cell::take).ok().flatten().unwrap_or_else(|| TraceContext::new(None));
                 record.trace_id = context.trace_id;
                 let sampled = self.sampler.samples(&context.trace_id, context.parent.as_ref());
                 if let Some(parent) = context.parent {

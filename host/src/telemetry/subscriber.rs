@@ -226,10 +226,15 @@ impl Telemetry {
     /// The span this thread is in: the innermost it entered once.
     fn current(&self) -> Option<Id> {
         let owner = self.owner();
-        STACK.with_borrow(|stack| {
-            let current = stack.iter().rev().find(|entered| entered.owner == owner && !entered.again);
-            current.map(|entered| entered.id.clone())
-        })
+        // No stack while the thread's locals are destroyed: nothing is entered then.
+        STACK
+            .try_with(|stack| {
+                let stack = stack.borrow();
+                let current = stack.iter().rev().find(|entered| entered.owner == owner && !entered.again);
+                current.map(|entered| entered.id.clone())
+            })
+            .ok()
+            .flatten()
     }
 
     /// The parent a new span or a record has: the one it names, else (unless it is a root)
@@ -293,10 +298,15 @@ impl Telemetry {
             busy(|| self.style.write_event(line, event, metadata, &scope));
             (self.out)(line.as_bytes());
         };
-        LINE.with(|line| match line.try_borrow_mut() {
+        // A record written while this thread's locals are being destroyed (a store dropped
+        // with them logs at trace level) finds the line gone, and makes one.
+        let written = LINE.try_with(|line| match line.try_borrow_mut() {
             Ok(mut line) => write(&mut line),
             Err(_) => write(&mut String::new()),
         });
+        if written.is_err() {
+            write(&mut String::new());
+        }
     }
 }
 
@@ -394,22 +404,28 @@ impl Subscriber for Telemetry {
 
     fn enter(&self, id: &Id) {
         let owner = self.owner();
-        let again = STACK.with_borrow_mut(|stack| {
+        let again = STACK.try_with(|stack| {
+            let mut stack = stack.borrow_mut();
             let again = stack.iter().any(|entered| entered.owner == owner && entered.id == *id);
             stack.push(Entered { owner, id: id.clone(), again });
             again
         });
-        if !again {
+        // Entered where no stack is left to push it on, it is never left either.
+        if again == Ok(false) {
             self.clone_span(id);
         }
     }
 
     fn exit(&self, id: &Id) {
         let owner = self.owner();
-        let left = STACK.with_borrow_mut(|stack| {
-            let at = stack.iter().rposition(|entered| entered.owner == owner && entered.id == *id)?;
-            Some(stack.remove(at))
-        });
+        let left = STACK
+            .try_with(|stack| {
+                let mut stack = stack.borrow_mut();
+                let at = stack.iter().rposition(|entered| entered.owner == owner && entered.id == *id)?;
+                Some(stack.remove(at))
+            })
+            .ok()
+            .flatten();
         if let Some(Entered { id, again: false, .. }) = left {
             self.try_close(id);
         }

@@ -49,10 +49,11 @@ pub struct TraceConfig {
     resource: Vec<Attribute>,
 }
 
-/// The span exporter, flushed when dropped.
+/// The span exporter, flushed when dropped (for up to [`LAST_EXPORT`]).
 pub struct Traces {
     queue: Arc<Queue>,
-    exporter: Option<std::thread::JoinHandle<()>>,
+    /// The export thread, and what tells that it has ended (its sender is dropped with it).
+    exporter: Option<(std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>)>,
     sampler: Sampler,
     limits: SpanLimits,
 }
@@ -76,11 +77,15 @@ impl Traces {
             resource: config.resource,
         };
         let exporting = queue.clone();
+        let (ended, ending) = std::sync::mpsc::channel();
         let exporter = std::thread::Builder::new()
             .name("otlp-export".into())
-            .spawn(move || export::run(exporting, destination))
+            .spawn(move || {
+                let _ended = ended;
+                export::run(exporting, destination);
+            })
             .map_err(|e| TraceSetupError::Exporter(format!("cannot start its thread: {e}")))?;
-        Ok(Traces { queue, exporter: Some(exporter), sampler: config.sampler, limits: config.limits })
+        Ok(Traces { queue, exporter: Some((exporter, ending)), sampler: config.sampler, limits: config.limits })
     }
 
     /// A recorder of spans into the export queue.
@@ -89,12 +94,23 @@ impl Traces {
     }
 }
 
+/// How long an ending process waits for the spans still queued to be sent: a collector that
+/// hangs must not hold the exit off (each export may take `OTEL_EXPORTER_OTLP_TIMEOUT`).
+pub const LAST_EXPORT: Duration = Duration::from_secs(5);
+
 impl Drop for Traces {
     fn drop(&mut self) {
-        // Spans still queued are sent before the process ends.
+        // Spans still queued are sent before the process ends, for as long as it waits.
         self.queue.stop();
-        if let Some(exporter) = self.exporter.take() {
-            let _ = exporter.join();
+        if let Some((exporter, ending)) = self.exporter.take() {
+            match ending.recv_timeout(LAST_EXPORT) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::warn!(
+                        "the spans still queued were not all sent within {LAST_EXPORT:?}; the rest are lost"
+                    );
+                }
+                _ => drop(exporter.join()),
+            }
         }
     }
 }
@@ -120,11 +136,17 @@ impl TraceConfig {
             }
         }
         let Some((name, endpoint)) = either(ENDPOINTS) else { return Ok(None) };
-        let endpoint =
-            if name == ENDPOINTS[1] { format!("{}/v1/traces", endpoint.trim_end_matches('/')) } else { endpoint };
-        let url = reqwest::Url::parse(&endpoint).map_err(|e| invalid(name, format!("{endpoint} is not a URL: {e}")))?;
+        let shown = without_userinfo(&endpoint);
+        let mut url =
+            reqwest::Url::parse(&endpoint).map_err(|e| invalid(name, format!("{shown} is not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(invalid(name, format!("{endpoint}: OTLP/HTTP needs an http or https URL")));
+            return Err(invalid(name, format!("{shown}: OTLP/HTTP needs an http or https URL")));
+        }
+        // The general endpoint's path gets the signal's; a query stays a query.
+        if name == ENDPOINTS[1]
+            && let Ok(mut path) = url.path_segments_mut()
+        {
+            path.pop_if_empty().extend(["v1", "traces"]);
         }
         if let Some((_, protocol)) = either(["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"])
             && protocol != "http/protobuf"
@@ -155,8 +177,11 @@ impl TraceConfig {
                 return Err(invalid(name, "every header must be written key=value, comma-separated".into()));
             }
             for (key, value) in pairs(&text) {
-                let key = HeaderName::try_from(key.as_str())
-                    .map_err(|_| invalid(name, format!("{key:?} is not a header name")))?;
+                // Not repeated either: a value holding `=` (base64 padding) puts part of a
+                // key before it.
+                let key = HeaderName::try_from(key.as_str()).map_err(|_| {
+                    invalid(name, "a header's name (what comes before its first `=`) is not a valid one".into())
+                })?;
                 // The value is not repeated in the error: it is often an API key.
                 let value = HeaderValue::try_from(value)
                     .map_err(|_| invalid(name, format!("the value of {key} is not a header value")))?;
@@ -227,6 +252,12 @@ fn resource(var: &impl Fn(&str) -> Option<String>) -> Vec<Attribute> {
         .into_iter()
         .map(|(key, value)| Attribute { key: key.into(), value: Value::Str(value.into()) })
         .collect();
+    // A resource's keys are unique (OTLP's resource.proto): a key given twice keeps its
+    // last value.
+    let mut seen = std::collections::HashSet::new();
+    attributes.reverse();
+    attributes.retain(|a| seen.insert(a.key.clone()));
+    attributes.reverse();
     let service = var("OTEL_SERVICE_NAME");
     if service.is_some() || !attributes.iter().any(|a| a.key == "service.name") {
         attributes.retain(|a| a.key != "service.name");
@@ -238,9 +269,23 @@ fn resource(var: &impl Fn(&str) -> Option<String>) -> Vec<Attribute> {
         ("telemetry.sdk.language", "rust"),
         ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
     ] {
+        // What the exporter is, said by the exporter.
+        attributes.retain(|a| a.key != key);
         attributes.push(Attribute { key: key.into(), value: Value::Str(value.into()) });
     }
     attributes
+}
+
+/// `endpoint` with what may be a password in it (userinfo, before an `@`) left out, for an
+/// error to show.
+fn without_userinfo(endpoint: &str) -> String {
+    let (scheme, rest) = endpoint.split_once("://").map_or(("", endpoint), |(scheme, rest)| (scheme, rest));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) if scheme.is_empty() => format!("…@{}", &rest[at + 1..]),
+        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+        None => endpoint.to_owned(),
+    }
 }
 
 /// `key=value` pairs, comma-separated, values percent-decoded (the W3C Baggage format the
@@ -363,6 +408,31 @@ mod tests {
         // The traces endpoint is used as it is.
         let config = TraceConfig::from_vars(env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://c.example/otlp")]));
         assert_eq!(config.unwrap().unwrap().url.as_str(), "https://c.example/otlp");
+        // The general one gets the signal's path after its own, before its query.
+        let url = |endpoint: &'static str| {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)]));
+            TraceConfig::from_vars(env(pairs)).unwrap().unwrap().url.to_string()
+        };
+        assert_eq!(url("http://c.example/base?tenant=a"), "http://c.example/base/v1/traces?tenant=a");
+        assert_eq!(url("http://c.example/base/"), "http://c.example/base/v1/traces");
+        assert_eq!(url("http://c.example:4318"), "http://c.example:4318/v1/traces");
+        // A resource's keys are unique: the last value given wins, and the exporter says
+        // what it is itself.
+        let config = TraceConfig::from_vars(env(&[
+            AT,
+            ("OTEL_RESOURCE_ATTRIBUTES", "a=1,telemetry.sdk.name=x,a=2,service.name=s,service.name=t"),
+        ]))
+        .unwrap()
+        .unwrap();
+        let resource: Vec<_> = config.resource.iter().map(|a| (&*a.key, a.value.clone())).collect();
+        let keys: Vec<_> = resource.iter().map(|(key, _)| *key).collect();
+        assert_eq!(
+            keys,
+            ["a", "service.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"]
+        );
+        assert_eq!(resource[0].1, Value::Str("2".into()));
+        assert_eq!(resource[1].1, Value::Str("t".into()));
+        assert_eq!(resource[2].1, Value::Str("capsule".into()));
     }
 
     #[test]
@@ -385,6 +455,12 @@ mod tests {
         assert!(!e.to_string().contains("secret"), "{e}");
         let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-tenant=a,Authorization: Bearer secret")]);
         assert!(e.to_string().contains("key=value") && !e.to_string().contains("secret"), "{e}");
+        // Base64 padding puts part of the value before the first `=`, in the "name".
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer c2VjcmV0==")]);
+        assert!(!e.to_string().contains("c2VjcmV0"), "{e}");
+        // Nor is a password in an endpoint that is no URL.
+        let e = refused(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://user:hunter2@127.0.0.1:99999/v1/traces")]);
+        assert!(e.to_string().contains("127.0.0.1:99999") && !e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]
