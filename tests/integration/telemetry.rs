@@ -1014,3 +1014,47 @@ fn a_server_logging_at_trace_level_exits_cleanly() {
         server.finish();
     }
 }
+
+/// The server spans carry what the MCP semantic conventions ask of them: the JSON-RPC id, a
+/// tool call's operation name, a prompt's name (in the span's name too, being the catalog's),
+/// a resource request's URI (never in the name: a client chooses it), and an error's JSON-RPC
+/// code and message.
+#[test]
+fn server_spans_carry_the_conventions_attributes() {
+    let receiver = Receiver::start();
+    let conformance = plugins().join("conformance.wasm");
+    let mut server =
+        StdioServer::start_with_env(&["--no-watch", "--plugin", conformance.to_str().unwrap()], &receiver.env());
+    server.initialize("2025-11-25");
+    let traced = |n: u8| json!({"traceparent": format!("00-{}-00f067aa0ba902b7-01", format!("{n:02x}").repeat(16))});
+    let trace = |n: u8| format!("{n:02x}").repeat(16);
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
+            "params": {"name": "test_simple_text", "arguments": {}, "_meta": traced(1)}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "prompts/get",
+            "params": {"name": "test_simple_prompt", "_meta": traced(2)}}),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+            "params": {"uri": "test://static-text", "_meta": traced(3)}}),
+        json!({"jsonrpc": "2.0", "id": 10, "method": "prompts/get",
+            "params": {"name": "no_such_prompt", "_meta": traced(4)}}),
+    ];
+    for request in &requests {
+        server.send(request);
+        assert_eq!(server.read()["id"], request["id"]);
+    }
+    server.finish();
+    let call = receiver.span(&trace(1), "tools/call test_simple_text");
+    assert_eq!(call["attributes"]["jsonrpc.request.id"], "call-7", "{call}");
+    assert_eq!(call["attributes"]["gen_ai.operation.name"], "execute_tool", "{call}");
+    let prompt = receiver.span(&trace(2), "prompts/get test_simple_prompt");
+    assert_eq!(prompt["attributes"]["gen_ai.prompt.name"], "test_simple_prompt", "{prompt}");
+    assert_eq!(prompt["attributes"]["jsonrpc.request.id"], "8", "{prompt}");
+    let read = receiver.span(&trace(3), "resources/read");
+    assert_eq!(read["attributes"]["mcp.resource.uri"], "test://static-text", "{read}");
+    let unknown = receiver.span(&trace(4), "prompts/get");
+    assert!(unknown["attributes"].get("gen_ai.prompt.name").is_none(), "{unknown}");
+    assert_eq!(unknown["attributes"]["rpc.response.status_code"], "-32602", "{unknown}");
+    assert_eq!(unknown["attributes"]["error.type"], "-32602", "{unknown}");
+    assert_eq!(unknown["status"]["code"], 2, "{unknown}");
+    assert!(unknown["status"]["message"].as_str().is_some_and(|m| m.contains("no_such_prompt")), "{unknown}");
+}

@@ -144,9 +144,10 @@ fn finish(cx: &RequestCx, result: Result<impl Into<Reply>, ErrorData>) -> Result
     }
 }
 
-/// What the request span needs of the params before the request is read: the tool's name
-/// and the client's W3C trace context, which the MCP conventions carry in `_meta` (read as
-/// a call's `_meta` is: a trace field that is not text is ignored, the rest kept).
+/// What the request span needs of the params before the request is read: the tool's or
+/// prompt's name and the client's W3C trace context, which the MCP conventions carry in
+/// `_meta` (read as a call's `_meta` is: a trace field that is not text is ignored, the rest
+/// kept).
 #[derive(Deserialize)]
 struct Peek<'a> {
     #[serde(borrow, default)]
@@ -160,6 +161,13 @@ impl<'a> Peek<'a> {
     fn of(call: &'a CallParams<'a>) -> Peek<'a> {
         Peek { name: Some(Cow::Borrowed(&call.name)), meta: call.meta.clone() }
     }
+}
+
+/// A resource request's URI, for its exported span.
+#[derive(Deserialize)]
+struct UriPeek<'a> {
+    #[serde(borrow)]
+    uri: Cow<'a, str>,
 }
 
 /// Whether answering `method` depends on which plugins are loaded.
@@ -206,10 +214,12 @@ impl CapsuleServer {
         if traced && method == "tools/call" && !self.shared.published.is_loaded() {
             self.plugins_loaded().await;
         }
-        let tool = peek
-            .as_ref()
-            .and_then(|p| p.name.as_deref())
+        let named = peek.as_ref().and_then(|p| p.name.as_deref());
+        let tool = named
             .filter(|name| method == "tools/call" && self.shared.with_catalog(|catalog| catalog.tool(name).is_some()));
+        let prompt = named.filter(|name| {
+            method == "prompts/get" && self.shared.with_catalog(|catalog| catalog.prompt(name).is_some())
+        });
         let meta = peek.as_ref().and_then(|p| p.meta.as_ref());
         let (traceparent, tracestate) = meta.map_or((None, None), |m| (m.traceparent(), m.tracestate()));
         let parent = match (traceparent.as_deref(), origin.trace.as_deref()) {
@@ -223,8 +233,8 @@ impl CapsuleServer {
             // Named only from fixed sets and the catalog: a client's method name may be
             // anything, of any length.
             let method = crate::telemetry::method_name(method);
-            let name = match tool {
-                Some(tool) => format!("{method} {tool}"),
+            let name = match tool.or(prompt) {
+                Some(target) => format!("{method} {target}"),
                 None => method.to_owned(),
             };
             trace.root(|trace_id| {
@@ -237,6 +247,7 @@ impl CapsuleServer {
                     mcp.session.id = origin.session.as_deref(),
                     network.transport = origin.transport.network(),
                     gen_ai.tool.name = tool,
+                    gen_ai.prompt.name = prompt,
                     trace_id = trace_id,
                 )
             })
@@ -260,12 +271,27 @@ impl CapsuleServer {
         };
         self.shared.metrics.operation(&op, started.elapsed());
         // Only the exporter can still see these: the request wrote its log records already.
-        if let Some(version) = op.version {
-            crate::telemetry::export_attribute(&span, "mcp.protocol.version", crate::telemetry::version_name(version));
-        }
-        if let Some(error) = &op.error {
-            crate::telemetry::export_attribute(&span, "error.type", error);
-        }
+        crate::telemetry::export_attributes(&span, |set| {
+            if let Some(version) = op.version {
+                set("mcp.protocol.version", crate::telemetry::version_name(version));
+            }
+            if let Some(error) = &op.error {
+                set("error.type", error);
+            }
+            set("jsonrpc.request.id", &front.id.to_string());
+            if method == "tools/call" {
+                set("gen_ai.operation.name", "execute_tool");
+            }
+            let uri = raw.filter(|_| method.starts_with("resources/"));
+            if let Some(uri) = uri.and_then(|raw| serde_json::from_str::<UriPeek>(raw.get()).ok()) {
+                set("mcp.resource.uri", &uri.uri);
+            }
+            if let Err(error) = &reply {
+                set("rpc.response.status_code", &error.code.0.to_string());
+                // The span's status describes the error as the client was told it.
+                set("otel.status_message", &error.message);
+            }
+        });
         reply
     }
 

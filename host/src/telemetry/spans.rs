@@ -149,7 +149,7 @@ impl SpanRecorder {
         }
     }
 
-    /// Set one attribute for the exporter alone (see [`export_attribute`]).
+    /// Set one attribute for the exporter alone (see [`export_attributes`]).
     pub(super) fn set(&self, live: &mut Live, key: &'static str, value: &str) {
         if live.sampled {
             let mut fields = Fields { span: &mut live.record, limit: self.limits.attributes, fresh: false };
@@ -209,6 +209,11 @@ impl Live {
     pub(super) fn reset(&mut self) {
         self.record.reset();
         self.sampled = false;
+    }
+
+    /// Whether the span is sampled (exported when it ends).
+    pub(super) fn is_sampled(&self) -> bool {
+        self.sampled
     }
 
     /// What a child span takes from this one.
@@ -271,14 +276,18 @@ impl TraceContext {
     }
 }
 
-/// Set the attribute `key` of `span` for the exporter alone, if traces are exported and the
-/// span is sampled: for what a request learns at its end, after its last log record. Given
-/// to the span recorder directly rather than recorded on the span, which the log layer would
-/// format too, for nothing.
-pub fn export_attribute(span: &tracing::Span, key: &'static str, value: &str) {
+/// A setter of attributes: a key and its value.
+pub type SetAttribute<'a> = dyn FnMut(&'static str, &str) + 'a;
+
+/// Set attributes of `span` for the exporter alone: `attributes` is called, with a setter,
+/// only if traces are exported and the span is sampled, so that what it formats is formatted
+/// only then. For what a request learns at its end, after its last log record; given to the
+/// span recorder directly rather than recorded on the span, which the log layer would format
+/// too, for nothing.
+pub fn export_attributes(span: &tracing::Span, attributes: impl FnOnce(&mut SetAttribute<'_>)) {
     span.with_subscriber(|(id, dispatch)| {
         if let Some(telemetry) = dispatch.downcast_ref::<super::subscriber::Telemetry>() {
-            return telemetry.export_attribute(id, key, value);
+            return telemetry.export_attributes(id, attributes);
         }
         let (Some(recorder), Some(registry)) =
             (dispatch.downcast_ref::<SpanRecorder>(), dispatch.downcast_ref::<tracing_subscriber::Registry>())
@@ -286,8 +295,8 @@ pub fn export_attribute(span: &tracing::Span, key: &'static str, value: &str) {
             return;
         };
         let Some(span) = registry.span(id) else { return };
-        if let Some(live) = span.extensions_mut().get_mut::<Live>() {
-            recorder.set(live, key, value);
+        if let Some(live) = span.extensions_mut().get_mut::<Live>().filter(|live| live.sampled) {
+            attributes(&mut |key, value| recorder.set(live, key, value));
         }
     });
 }

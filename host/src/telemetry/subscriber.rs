@@ -273,13 +273,13 @@ impl Telemetry {
     }
 
     /// Give the open span `id` an attribute for the exporter alone (see
-    /// [`export_attribute`](super::export_attribute)).
-    pub fn export_attribute(&self, id: &Id, key_: &'static str, value: &str) {
+    /// [`export_attributes`](super::export_attributes)).
+    pub fn export_attributes(&self, id: &Id, attributes: impl FnOnce(&mut super::SetAttribute<'_>)) {
         let Some(recorder) = &self.recorder else { return };
         let Some(slot) = self.spans.get(key(id)) else { return };
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.recorded {
-            recorder.set(&mut state.live, key_, value);
+        if state.recorded && state.live.is_sampled() {
+            attributes(&mut |key_, value| recorder.set(&mut state.live, key_, value));
         }
     }
 
