@@ -422,6 +422,31 @@ async fn sessions_before_2025_06_18_are_never_asked_to_elicit() {
     }
 }
 
+/// A 2025-06-18 client is sent forms its revision defines: a titled single choice as `enum`
+/// and `enumNames`, and a form with a multi-select (2025-11-25's) not at all: the plugin
+/// hears why (a strict 2025-06-18 client refused the whole request, and could not have
+/// answered a list). A 2025-11-25 client gets the form as written.
+#[tokio::test]
+async fn elicitation_forms_are_sent_as_the_client_s_revision_defines_them() {
+    let server = server();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_elicitation_sep1330_enums", "arguments": {}}});
+    let mut older = Client::new(&server.url);
+    older.initialize("2025-06-18", json!({"elicitation": {}})).await;
+    let reply = older.post(&call).await;
+    assert!(!reply.body.contains("elicitation/create"), "{}", reply.body);
+    let text = first_text(&reply.response(2)["result"]);
+    assert!(text.contains("is a multi-select, which this client's revision (2025-06-18) cannot show"), "{text}");
+    let mut newer = Client::new(&server.url);
+    newer.initialize("2025-11-25", json!({"elicitation": {}})).await;
+    let mut stream = newer.stream(&call).await;
+    let request = stream.next_message().await.expect("the elicitation request");
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    let properties = &request["params"]["requestedSchema"]["properties"];
+    assert_eq!(properties["titledMulti"]["type"], "array", "{request}");
+    assert!(properties["titledSingle"]["oneOf"].is_array(), "{request}");
+}
+
 #[tokio::test]
 async fn legacy_sessions_get_real_server_requests() {
     let server = server();

@@ -146,12 +146,54 @@ pub fn retry_context(
 }
 
 /// Ask a legacy client for everything in `requests`, by real server-to-client requests on the
-/// originating request's stream, and collect the answers.
+/// originating request's stream, and collect the answers. `forms` is what the client's
+/// revision can show.
 pub async fn ask_legacy_client(
     requests: &[wit::KeyedInputRequest],
     link: &dyn ClientLink,
+    forms: Forms,
 ) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
-    ask_within(requests, link, CLIENT_ANSWER_TIMEOUT).await
+    ask_within(requests, link, CLIENT_ANSWER_TIMEOUT, forms).await
+}
+
+/// The elicitation forms a client's revision defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forms {
+    /// 2025-06-18: single-choice enums with `enum` and `enumNames`, no multi-select.
+    First,
+    /// 2025-11-25 on: titled (`oneOf`) and multi-select (`array`) enums too.
+    Enums,
+}
+
+/// Make a plugin's form (`requestedSchema`) one that `forms` defines, or say why it cannot
+/// be: a titled single choice (`oneOf` of `const` and `title`) is written as `enum` and
+/// `enumNames` for 2025-06-18, which has nothing for a multi-select.
+fn fit_form(schema: &mut Value, forms: Forms) -> Result<(), String> {
+    let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else { return Ok(()) };
+    if forms == Forms::Enums {
+        return Ok(());
+    }
+    for (name, property) in properties {
+        let Some(property) = property.as_object_mut() else { continue };
+        if property.get("type").and_then(Value::as_str) == Some("array") {
+            return Err(format!(
+                "the question {name:?} is a multi-select, which this client's revision (2025-06-18) cannot show; \
+                 2025-11-25 and later can"
+            ));
+        }
+        let Some(Value::Array(options)) = property.remove("oneOf") else { continue };
+        let option = |option: &Value, key: &str| option.get(key).and_then(Value::as_str).map(str::to_owned);
+        let values: Option<Vec<String>> = options.iter().map(|o| option(o, "const")).collect();
+        let titles: Option<Vec<String>> = options.iter().map(|o| option(o, "title")).collect();
+        let Some(values) = values else {
+            return Err(format!("the question {name:?} has a choice without a text `const`"));
+        };
+        property.insert("enum".into(), json!(values));
+        if let Some(titles) = titles {
+            property.insert("enumNames".into(), json!(titles));
+        }
+    }
+    Ok(())
 }
 
 /// [`ask_legacy_client`], waiting `patience` for each answer.
@@ -159,11 +201,20 @@ async fn ask_within(
     requests: &[wit::KeyedInputRequest],
     link: &dyn ClientLink,
     patience: Duration,
+    forms: Forms,
 ) -> Result<Vec<wit::KeyedInputResponse>, ErrorData> {
     let mut responses = Vec::with_capacity(requests.len());
     for r in requests {
         let json = convert::input_request_json(&r.request);
-        let params = json.get("params").cloned().unwrap_or(Value::Null);
+        let mut params = json.get("params").cloned().unwrap_or(Value::Null);
+        if let wit::InputRequest::ElicitForm(_) = &r.request
+            && let Some(schema) = params.get_mut("requestedSchema")
+            && let Err(why) = fit_form(schema, forms)
+        {
+            // The plugin hears why, and may ask another way.
+            responses.push(wit::KeyedInputResponse { key: r.key.clone(), response: wit::InputResponse::Invalid(why) });
+            continue;
+        }
         let bad = |e: serde_json::Error| {
             ErrorData::internal_error(format!("the plugin's input request is malformed: {e}"), None)
         };
@@ -236,12 +287,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn forms_are_written_as_the_client_s_revision_defines_them() {
+        let form = || {
+            json!({"type": "object", "properties": {
+                "color": {"type": "string", "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}]},
+                "size": {"type": "string", "enum": ["s", "m"], "default": "m"},
+                "count": {"type": "integer"}}})
+        };
+        let mut fitted = form();
+        fit_form(&mut fitted, Forms::First).unwrap();
+        assert_eq!(
+            fitted["properties"]["color"],
+            json!({"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]})
+        );
+        assert_eq!(fitted["properties"]["size"], form()["properties"]["size"]);
+        let mut newer = form();
+        fit_form(&mut newer, Forms::Enums).unwrap();
+        assert_eq!(newer, form());
+        let mut multi = json!({"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}}});
+        let why = fit_form(&mut multi, Forms::First).unwrap_err();
+        assert!(why.contains("\"tags\" is a multi-select"), "{why}");
+        fit_form(&mut multi, Forms::Enums).unwrap();
+    }
+
     /// A client that never answers is an unusable answer for the plugin to hear of, not an
     /// internal error of the server's.
     #[tokio::test]
     async fn a_client_that_never_answers_is_an_unusable_answer() {
         let asked = [wit::KeyedInputRequest { key: "who".into(), request: wit::InputRequest::ListRoots }];
-        let answers = ask_within(&asked, &Silent, Duration::from_millis(20)).await.expect("answered for the plugin");
+        let answers = ask_within(&asked, &Silent, Duration::from_millis(20), Forms::Enums)
+            .await
+            .expect("answered for the plugin");
         match &answers[..] {
             [wit::KeyedInputResponse { key, response: wit::InputResponse::Invalid(why) }] => {
                 assert_eq!(key, "who");

@@ -536,7 +536,7 @@ impl CapsuleServer {
                 capsule.input.requests = ir.requests.len()
             );
             let asked = async {
-                let responses = input::ask_legacy_client(&ir.requests, &*cx.link).await?;
+                let responses = input::ask_legacy_client(&ir.requests, &*cx.link, cx.forms()).await?;
                 if wants_roots {
                     roots = self.session.roots(&*cx.link).await;
                 }

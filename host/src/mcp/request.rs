@@ -216,6 +216,14 @@ impl RequestCx {
         self.at_least(&ProtocolVersion::V_2025_06_18)
     }
 
+    /// The elicitation forms the client's revision defines.
+    pub fn forms(&self) -> super::input::Forms {
+        match self.at_least(&ProtocolVersion::V_2025_11_25) {
+            true => super::input::Forms::Enums,
+            false => super::input::Forms::First,
+        }
+    }
+
     fn at_least(&self, version: &ProtocolVersion) -> bool {
         self.version.as_ref().is_some_and(|v| v.as_str() >= version.as_str())
     }
