@@ -128,7 +128,9 @@ impl TraceConfig {
         if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
-        match var("OTEL_TRACES_EXPORTER").as_deref() {
+        // Enumerated values are read whatever their case, as the SDK configuration spec asks.
+        let lower = |value: String| value.to_ascii_lowercase();
+        match var("OTEL_TRACES_EXPORTER").map(lower).as_deref() {
             Some("none") => return Ok(None),
             None | Some("otlp") => {}
             Some(other) => {
@@ -149,13 +151,13 @@ impl TraceConfig {
             path.pop_if_empty().extend(["v1", "traces"]);
         }
         if let Some((_, protocol)) = either(["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"])
-            && protocol != "http/protobuf"
+            && !protocol.eq_ignore_ascii_case("http/protobuf")
         {
             return Err(TraceSetupError::Protocol(protocol));
         }
         if let Some((name, compression)) =
             either(["OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"])
-            && compression != "none"
+            && !compression.eq_ignore_ascii_case("none")
         {
             return Err(invalid(name, format!("{compression} is not supported: spans are sent uncompressed")));
         }
@@ -220,7 +222,7 @@ impl TraceConfig {
                 .filter(|r| (0.0..=1.0).contains(r))
                 .ok_or_else(|| invalid("OTEL_TRACES_SAMPLER_ARG", format!("{arg} is not a ratio from 0 to 1")))?,
         };
-        let sampler = match var("OTEL_TRACES_SAMPLER").as_deref().unwrap_or("parentbased_always_on") {
+        let sampler = match var("OTEL_TRACES_SAMPLER").map(lower).as_deref().unwrap_or("parentbased_always_on") {
             "always_on" => Sampler { root: Rule::On, parent_based: false },
             "always_off" => Sampler { root: Rule::Off, parent_based: false },
             "traceidratio" => Sampler { root: Rule::ratio(ratio), parent_based: false },
@@ -377,6 +379,15 @@ mod tests {
     fn the_standard_variables_configure_the_exporter() {
         assert_eq!(TraceConfig::from_vars(env(&[])).unwrap(), None);
         assert_eq!(TraceConfig::from_vars(env(&[AT, ("OTEL_TRACES_EXPORTER", "none")])).unwrap(), None);
+        assert_eq!(TraceConfig::from_vars(env(&[AT, ("OTEL_TRACES_EXPORTER", "NONE")])).unwrap(), None);
+        let upper = TraceConfig::from_vars(env(&[
+            AT,
+            ("OTEL_TRACES_EXPORTER", "OTLP"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "HTTP/PROTOBUF"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "None"),
+            ("OTEL_TRACES_SAMPLER", "ALWAYS_OFF"),
+        ]));
+        assert_eq!(upper.unwrap().unwrap().sampler, Sampler { root: Rule::Off, parent_based: false });
         assert_eq!(TraceConfig::from_vars(env(&[AT, ("OTEL_SDK_DISABLED", "true")])).unwrap(), None);
         let config = TraceConfig::from_vars(env(&[
             AT,
