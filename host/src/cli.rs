@@ -518,16 +518,31 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
-    if !at_once {
-        // Spans the runtime's last tasks close on their way out are still exported.
-        drop(extra);
-        drop(runtime);
-    }
-    drop(traces);
-    crate::telemetry::flush_logs(LAST_RECORDS);
+    // The spans and log records still queued go out (each wait is bounded) while the
+    // runtime still hears signals: one now exits at once, as a second one does while serving.
+    runtime.block_on(async move {
+        let flushed = tokio::task::spawn_blocking(move || {
+            drop(traces);
+            crate::telemetry::flush_logs(LAST_RECORDS);
+        });
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(terminate) => terminate.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = flushed => {}
+            _ = tokio::signal::ctrl_c() => std::process::exit(130),
+            _ = terminated => std::process::exit(143),
+        }
+    });
     if at_once {
         std::process::exit(0);
     }
+    drop(extra);
+    drop(runtime);
     code
 }
 

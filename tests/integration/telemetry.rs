@@ -1058,3 +1058,31 @@ fn server_spans_carry_the_conventions_attributes() {
     assert_eq!(unknown["status"]["code"], 2, "{unknown}");
     assert!(unknown["status"]["message"].as_str().is_some_and(|m| m.contains("no_such_prompt")), "{unknown}");
 }
+
+/// While an HTTP server waits at exit for a collector that never answers, a second signal
+/// exits at once with its code: the runtime that heard signals was gone by then, so the
+/// second one was caught and ignored for the whole wait, and the exit said 0.
+#[test]
+fn a_second_signal_cuts_the_wait_for_a_hanging_collector_short() {
+    let hanging = Receiver::start_with(&["--hang".as_ref()]);
+    let dir = scratch_dir("trace-second-signal").canonicalize().unwrap();
+    let calc = plugins().join("calc.wasm");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", hanging.endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "60000")];
+    let mut server = Server::http_with_env(&dir, &["--no-watch", "--plugin", calc.to_str().unwrap()], &env);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut session = Client::new(&server.url);
+        session.initialize("2025-11-25", json!({})).await;
+    });
+    let term = || Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(term().success());
+    server.wait_for_log("shutting down");
+    std::thread::sleep(Duration::from_millis(500));
+    let signalled = Instant::now();
+    assert!(term().success());
+    let status = server.wait_exit(Duration::from_secs(30)).expect("the server exits");
+    assert_eq!(status.code(), Some(143));
+    assert!(signalled.elapsed() < Duration::from_secs(2), "{:?} after the second signal", signalled.elapsed());
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}

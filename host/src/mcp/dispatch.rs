@@ -209,9 +209,9 @@ impl CapsuleServer {
             _ if traced => raw.and_then(|raw| serde_json::from_str::<Peek>(raw.get()).ok()),
             _ => None,
         };
-        // A call that comes while the plugins first load waits for them here (as it would in
-        // dispatch), so that its span is named after a tool the catalog will hold.
-        if traced && method == "tools/call" && !self.shared.published.is_loaded() {
+        // A call or prompt request that comes while the plugins first load waits for them here
+        // (as it would in dispatch), so that its span is named after what the catalog holds.
+        if traced && matches!(method, "tools/call" | "prompts/get") && !self.shared.published.is_loaded() {
             self.plugins_loaded().await;
         }
         let named = peek.as_ref().and_then(|p| p.name.as_deref());

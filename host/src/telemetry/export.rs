@@ -166,6 +166,8 @@ pub fn run(queue: Arc<Queue>, destination: Destination) {
 const TRIES: u32 = 4;
 const FIRST_WAIT: Duration = Duration::from_millis(250);
 const LONGEST_WAIT: Duration = Duration::from_secs(5);
+/// How often a wait between tries looks whether the server is stopping.
+const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// Send one batch, retrying what may pass later; the whole cause when it fails for good.
 async fn deliver(destination: &Destination, spans: &[u8], stopping: &AtomicBool) -> Result<(), String> {
@@ -178,7 +180,11 @@ async fn deliver(destination: &Destination, spans: &[u8], stopping: &AtomicBool)
         match send(destination, body.clone()).await {
             Ok(()) => return Ok(()),
             Err(failure) if failure.retryable && tries < TRIES && !stopping.load(Ordering::Acquire) => {
-                tokio::time::sleep(failure.retry_after.unwrap_or(wait).min(LONGEST_WAIT)).await;
+                // Cut short at shutdown: the batch is tried once more, at once.
+                let until = tokio::time::Instant::now() + failure.retry_after.unwrap_or(wait).min(LONGEST_WAIT);
+                while !stopping.load(Ordering::Acquire) && tokio::time::Instant::now() < until {
+                    tokio::time::sleep_until(until.min(tokio::time::Instant::now() + STOP_CHECK)).await;
+                }
                 wait *= 2;
                 tries += 1;
             }

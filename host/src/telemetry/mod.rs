@@ -4,8 +4,9 @@
 //! Capsule's own `tracing` subscriber (`subscriber`) writes the log (`logs` lays out each
 //! line; `fields` writes text fields) and records Capsule's spans (`spans`), which are
 //! encoded straight into OTLP protobuf (`otlp`) as each span ends and posted in batches by
-//! one thread (`export`); log lines go to stderr through a thread of their own (`stderr`); the client's W3C trace context is parsed in `w3c`, and `traces`
-//! reads the standard `OTEL_*` variables and ties them together.
+//! one thread (`export`); log lines go to stderr through a thread of their own (`stderr`);
+//! the client's W3C trace context is parsed in `w3c`, and `traces` reads the standard
+//! `OTEL_*` variables and ties them together.
 //!
 //! A leaf: every layer may record into [`Metrics`], and it imports none of them. The layers
 //! hand it down (the runtime's configuration carries it, the MCP layer reaches it through

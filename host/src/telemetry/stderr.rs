@@ -15,6 +15,8 @@ use super::subscriber::LogOut;
 const MAX_PENDING: usize = 4 << 20;
 /// Buffer capacity kept between writes, so that one burst is not held for good.
 const KEPT: usize = 64 << 10;
+/// Bytes written at a time.
+const PIECE: usize = 64 << 10;
 
 /// Records waiting for the writer, shared by every thread that logs.
 struct Pipe {
@@ -30,6 +32,14 @@ struct Waiting {
     dropped: u64,
     /// Whether the writer holds records it has not written yet.
     writing: bool,
+    /// Pieces written: [`flush`] waits for as long as they go on.
+    written: u64,
+}
+
+thread_local! {
+    /// Whether this thread is the writer: its own record (the count of those dropped) is never
+    /// dropped, or a count could be lost with it.
+    static WRITER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The process's one pipe to stderr (there is one stderr); `None` when the system refused
@@ -46,8 +56,9 @@ pub fn stderr() -> LogOut {
     }
 }
 
-/// Wait up to `patience` for the records logged so far to be written: at exit, so that the
-/// last records are not lost with the process, without hanging on a stderr nobody reads.
+/// Wait for the records logged so far to be written, for as long as a write ends within
+/// `patience` of the last: at exit, so that the last records are not lost with the process
+/// when stderr is read however slowly, without hanging on a stderr nobody reads.
 pub fn flush(patience: Duration) {
     if let Some(Some(pipe)) = PIPE.get() {
         pipe.flush(patience);
@@ -65,20 +76,23 @@ impl Pipe {
 
     fn push(&self, line: &[u8]) {
         let mut waiting = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if waiting.bytes.len() + line.len() > MAX_PENDING {
+        let idle = waiting.bytes.is_empty() && waiting.dropped == 0 && !waiting.writing;
+        if waiting.bytes.len() + line.len() > MAX_PENDING && !WRITER.with(std::cell::Cell::get) {
+            // Counted, and told by the writer (woken if idle: a record larger than the whole
+            // bound finds the buffer empty).
             waiting.dropped += 1;
-            return;
+        } else {
+            waiting.bytes.extend_from_slice(line);
         }
-        let wake = waiting.bytes.is_empty() && !waiting.writing;
-        waiting.bytes.extend_from_slice(line);
         drop(waiting);
-        if wake {
+        if idle {
             self.changed.notify_all();
         }
     }
 
     /// Write what is queued, for as long as the process lives.
     fn run(&self, write: &dyn Fn(&[u8]) -> std::io::Result<()>) {
+        WRITER.with(|writer| writer.set(true));
         let mut spare = Vec::new();
         loop {
             let (bytes, dropped) = {
@@ -89,11 +103,18 @@ impl Pipe {
                 waiting.writing = true;
                 (std::mem::replace(&mut waiting.bytes, spare), std::mem::take(&mut waiting.dropped))
             };
-            // A stderr that is closed or failing loses the records, as a direct write would.
-            let _ = write(&bytes);
+            // In pieces, each a sign of progress for `flush`. A stderr that is closed or failing
+            // loses the records, as a direct write would.
+            for piece in bytes.chunks(PIECE) {
+                if write(piece).is_err() {
+                    break;
+                }
+                self.state.lock().unwrap_or_else(|e| e.into_inner()).written += 1;
+                self.changed.notify_all();
+            }
             if dropped > 0 {
-                // Through the log, so that it is a record of the log's own format; the
-                // buffer has just been emptied, so it fits.
+                // Through the log, so that it is a record of the log's own format (this
+                // thread's records always find room).
                 tracing::warn!(
                     "{dropped} log records were dropped: stderr was not being read, and more than {} MiB \
                      of records were waiting for it",
@@ -109,9 +130,14 @@ impl Pipe {
     }
 
     fn flush(&self, patience: Duration) {
-        let deadline = Instant::now() + patience;
+        let mut deadline = Instant::now() + patience;
         let mut waiting = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while !waiting.bytes.is_empty() || waiting.writing {
+        let mut written = waiting.written;
+        while !waiting.bytes.is_empty() || waiting.dropped > 0 || waiting.writing {
+            if waiting.written != written {
+                // Stderr is being read: the patience starts again.
+                (written, deadline) = (waiting.written, Instant::now() + patience);
+            }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else { return };
             waiting = self.changed.wait_timeout(waiting, left).unwrap_or_else(|e| e.into_inner()).0;
         }
@@ -159,5 +185,21 @@ mod tests {
         pipe.flush(Duration::from_secs(10));
         let written = written.lock().unwrap();
         assert_eq!(written.len(), "first\n".len() + 4 * line.len());
+    }
+
+    #[test]
+    fn flushing_waits_for_a_slow_reader_for_as_long_as_it_reads() {
+        let written = Arc::new(Mutex::new(0));
+        let sink = written.clone();
+        // 64 KiB every 40 ms: 1 MiB takes 640 ms, well past the patience below.
+        let pipe = Pipe::start(move |bytes| {
+            std::thread::sleep(Duration::from_millis(40));
+            *sink.lock().unwrap() += bytes.len();
+            Ok(())
+        })
+        .unwrap();
+        pipe.push(&vec![b'x'; 1 << 20]);
+        pipe.flush(Duration::from_millis(200));
+        assert_eq!(*written.lock().unwrap(), 1 << 20);
     }
 }

@@ -96,7 +96,7 @@ impl Traces {
 
 /// How long an ending process waits for the spans still queued to be sent: a collector that
 /// hangs must not hold the exit off (each export may take `OTEL_EXPORTER_OTLP_TIMEOUT`).
-pub const LAST_EXPORT: Duration = Duration::from_secs(5);
+const LAST_EXPORT: Duration = Duration::from_secs(5);
 
 impl Drop for Traces {
     fn drop(&mut self) {
@@ -271,21 +271,20 @@ fn resource(var: &impl Fn(&str) -> Option<String>) -> Vec<Attribute> {
         ("telemetry.sdk.language", "rust"),
         ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
     ] {
-        // What the exporter is, said by the exporter.
-        attributes.retain(|a| a.key != key);
-        attributes.push(Attribute { key: key.into(), value: Value::Str(value.into()) });
+        // The environment's resource wins over the SDK's own, as the SDK's merge has it.
+        if !attributes.iter().any(|a| a.key == key) {
+            attributes.push(Attribute { key: key.into(), value: Value::Str(value.into()) });
+        }
     }
     attributes
 }
 
-/// `endpoint` with what may be a password in it (userinfo, before an `@`) left out, for an
-/// error to show.
+/// `endpoint` with what may be a password in it left out, for an error to show: everything
+/// up to its last `@` (a password may hold `/`, `?` or `#`, which is why the URL did not
+/// parse).
 fn without_userinfo(endpoint: &str) -> String {
-    let (scheme, rest) = endpoint.split_once("://").map_or(("", endpoint), |(scheme, rest)| (scheme, rest));
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) if scheme.is_empty() => format!("…@{}", &rest[at + 1..]),
-        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+    match endpoint.rfind('@') {
+        Some(at) => format!("…@{}", &endpoint[at + 1..]),
         None => endpoint.to_owned(),
     }
 }
@@ -427,8 +426,8 @@ mod tests {
         assert_eq!(url("http://c.example/base?tenant=a"), "http://c.example/base/v1/traces?tenant=a");
         assert_eq!(url("http://c.example/base/"), "http://c.example/base/v1/traces");
         assert_eq!(url("http://c.example:4318"), "http://c.example:4318/v1/traces");
-        // A resource's keys are unique: the last value given wins, and the exporter says
-        // what it is itself.
+        // A resource's keys are unique: the last value given wins, over the exporter's own
+        // too.
         let config = TraceConfig::from_vars(env(&[
             AT,
             ("OTEL_RESOURCE_ATTRIBUTES", "a=1,telemetry.sdk.name=x,a=2,service.name=s,service.name=t"),
@@ -439,11 +438,11 @@ mod tests {
         let keys: Vec<_> = resource.iter().map(|(key, _)| *key).collect();
         assert_eq!(
             keys,
-            ["a", "service.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"]
+            ["telemetry.sdk.name", "a", "service.name", "telemetry.sdk.language", "telemetry.sdk.version"]
         );
-        assert_eq!(resource[0].1, Value::Str("2".into()));
-        assert_eq!(resource[1].1, Value::Str("t".into()));
-        assert_eq!(resource[2].1, Value::Str("capsule".into()));
+        assert_eq!(resource[0].1, Value::Str("x".into()));
+        assert_eq!(resource[1].1, Value::Str("2".into()));
+        assert_eq!(resource[2].1, Value::Str("t".into()));
     }
 
     #[test]
@@ -470,8 +469,18 @@ mod tests {
         let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer c2VjcmV0==")]);
         assert!(!e.to_string().contains("c2VjcmV0"), "{e}");
         // Nor is a password in an endpoint that is no URL.
-        let e = refused(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://user:hunter2@127.0.0.1:99999/v1/traces")]);
-        assert!(e.to_string().contains("127.0.0.1:99999") && !e.to_string().contains("hunter2"), "{e}");
+        for endpoint in [
+            "http://user:hunter2@127.0.0.1:99999/v1/traces",
+            "http://user:hun/ter2@127.0.0.1:4318/v1/traces",
+            "http://user:hun#ter2@127.0.0.1:4318/v1/traces",
+            "http:/user:hunter2@127.0.0.1:99999/",
+            "ftp:/user:hunter2@collector/",
+        ] {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)]));
+            let e = refused(pairs);
+            assert!(!e.to_string().contains("ter2"), "{e}");
+        }
     }
 
     #[test]
