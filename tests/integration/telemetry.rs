@@ -811,7 +811,8 @@ async fn a_request_s_log_records_carry_its_trace_id() {
 }
 
 /// A legacy session's input round is a span under the plugin's request, holding a client
-/// span for the elicitation request the server sent and the client answered.
+/// span for the elicitation request the server sent and the client answered; the request
+/// carries that span's `traceparent` in its `_meta`.
 #[test]
 fn an_input_round_and_its_client_request_are_spans() {
     let receiver = Receiver::start();
@@ -842,6 +843,9 @@ fn an_input_round_and_its_client_request_are_spans() {
     assert_eq!(client["parent_span_id"], round["span_id"], "{client}");
     assert_eq!(client["kind"], 3, "a client span: {client}");
     assert_eq!(client["attributes"]["mcp.method.name"], "elicitation/create", "{client}");
+    // The request the client was sent names that span, so that its work continues the trace.
+    let sent = format!("00-{trace}-{}-01", client["span_id"].as_str().unwrap());
+    assert_eq!(asked["params"]["_meta"]["traceparent"], sent, "{asked}");
 }
 
 /// `capsule top` follows no redirect: a `/metrics` URL that answers `307` to another port on

@@ -215,6 +215,20 @@ async fn ask_within(
             responses.push(wit::KeyedInputResponse { key: r.key.clone(), response: wit::InputResponse::Invalid(why) });
             continue;
         }
+        let span = client_request_span(method(&r.request));
+        // The client's work for it continues the trace, as the MCP conventions ask (roots/list
+        // has no params to carry it in).
+        if let Some((traceparent, tracestate)) = crate::telemetry::trace_context(&span)
+            && let Some(params) = params.as_object_mut()
+        {
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("traceparent".into(), json!(traceparent));
+                if let Some(tracestate) = tracestate {
+                    meta.insert("tracestate".into(), json!(&*tracestate));
+                }
+            }
+        }
         let bad = |e: serde_json::Error| {
             ErrorData::internal_error(format!("the plugin's input request is malformed: {e}"), None)
         };
@@ -230,7 +244,7 @@ async fn ask_within(
         let asked = tokio::time::timeout(patience, link.request(request));
         // A client that does not answer is the client's doing, not the server's: the plugin
         // hears of it as of any other unusable answer.
-        let response = match asked.instrument(client_request_span(method(&r.request))).await {
+        let response = match asked.instrument(span).await {
             Ok(Ok(result)) => convert::input_response(&serde_json::to_value(result).unwrap_or(Value::Null)),
             Ok(Err(e)) => {
                 wit::InputResponse::Invalid(format!("the client refused the {} request: {e}", method(&r.request)))

@@ -31,7 +31,7 @@ pub use labels::{method_name, version_name};
 pub use logs::LogStyle;
 pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
 pub use serve::{HostCheck, Scrape, respond, serve};
-pub use spans::{SetAttribute, SpanRecorder, TraceContext, export_attributes};
+pub use spans::{SetAttribute, SpanRecorder, TraceContext, export_attributes, trace_context};
 pub use stderr::{flush as flush_logs, stderr};
 pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch};
 pub use traces::{TraceSetupError, Traces};

@@ -216,6 +216,22 @@ impl Live {
         self.sampled
     }
 
+    /// Its W3C trace context, when it is sampled (an unsampled span has no span id).
+    fn trace_context(&self) -> Option<(String, Option<Arc<str>>)> {
+        self.sampled.then(|| {
+            let trace_id = w3c::trace_id_digits(&self.record.trace_id);
+            let mut traceparent = String::with_capacity(55);
+            traceparent.push_str("00-");
+            traceparent.push_str(std::str::from_utf8(&trace_id).expect("hex digits are ASCII"));
+            traceparent.push('-');
+            for byte in self.record.span_id {
+                let _ = write!(traceparent, "{byte:02x}");
+            }
+            traceparent.push_str("-01");
+            (traceparent, self.record.trace_state.clone())
+        })
+    }
+
     /// What a child span takes from this one.
     pub(super) fn as_parent(&self) -> Parent {
         Parent {
@@ -274,6 +290,22 @@ impl TraceContext {
         STARTING.with(Cell::take);
         span
     }
+}
+
+/// The W3C trace context naming `span` (its `traceparent`, and the trace's `tracestate`)
+/// when it is exported: for the `_meta` of a request the server sends, so that the client's
+/// work continues the trace.
+pub fn trace_context(span: &tracing::Span) -> Option<(String, Option<Arc<str>>)> {
+    span.with_subscriber(|(id, dispatch)| {
+        if let Some(telemetry) = dispatch.downcast_ref::<super::subscriber::Telemetry>() {
+            return telemetry.with_live(id, Live::trace_context).flatten();
+        }
+        dispatch.downcast_ref::<SpanRecorder>()?;
+        let span = dispatch.downcast_ref::<tracing_subscriber::Registry>()?.span(id)?;
+        let extensions = span.extensions();
+        extensions.get::<Live>()?.trace_context()
+    })
+    .flatten()
 }
 
 /// A setter of attributes: a key and its value.

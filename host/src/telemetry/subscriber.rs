@@ -272,6 +272,14 @@ impl Telemetry {
         None
     }
 
+    /// What `read` makes of the recorder's state of the open span `id`, if it records it.
+    pub(super) fn with_live<T>(&self, id: &Id, read: impl FnOnce(&super::spans::Live) -> T) -> Option<T> {
+        self.recorder.as_ref()?;
+        let slot = self.spans.get(key(id))?;
+        let state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.recorded.then(|| read(&state.live))
+    }
+
     /// Give the open span `id` an attribute for the exporter alone (see
     /// [`export_attributes`](super::export_attributes)).
     pub fn export_attributes(&self, id: &Id, attributes: impl FnOnce(&mut super::SetAttribute<'_>)) {
