@@ -163,14 +163,7 @@ impl Server {
 
     /// Its exit status, once it has exited within `within`.
     pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().ok().flatten() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        exit_within(&mut self.child, within)
     }
 
     /// Each of the server's threads: its name and the text of its `/proc` file `file`
@@ -500,6 +493,18 @@ pub fn address(rest: &str) -> &str {
     rest.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or_default()
 }
 
+/// `child`'s exit status, once it has exited within `within`.
+fn exit_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// `capsule serve --stdio` over real pipes: write messages, read one JSON line at a time.
 pub struct StdioServer {
     child: Child,
@@ -591,14 +596,7 @@ impl StdioServer {
 
     /// Its exit status, once it has exited within `within`.
     pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().ok().flatten() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        exit_within(&mut self.child, within)
     }
 
     /// Its process id.
