@@ -200,9 +200,14 @@ impl TraceConfig {
             }
         };
         let one = |name: &'static str| [name, name];
-        let timeout =
-            Duration::from_millis(number(["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"], 10_000)?)
-                .min(Duration::from_millis(number(one("OTEL_BSP_EXPORT_TIMEOUT"), 30_000)?));
+        // A zero timeout would fail every export: refused, rather than read as no limit (which
+        // a collector that never answers would hold for good).
+        let timeout = |names: [&'static str; 2], default: u64| match number(names, default)? {
+            0 => Err(invalid(either(names).map_or(names[0], |(name, _)| name), "0 ms would fail every export".into())),
+            millis => Ok(Duration::from_millis(millis)),
+        };
+        let timeout = timeout(["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"], 10_000)?
+            .min(timeout(one("OTEL_BSP_EXPORT_TIMEOUT"), 30_000)?);
         let max_queue = number(one("OTEL_BSP_MAX_QUEUE_SIZE"), 2_048)?.max(1) as usize;
         let batching = Batching {
             max_queue,
@@ -452,6 +457,10 @@ mod tests {
         assert!(matches!(e, TraceSetupError::ClientCertificate("OTEL_EXPORTER_OTLP_CLIENT_KEY")), "{e}");
         let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")]);
         assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_TIMEOUT: "), "{e}");
+        let e = refused(&[AT, ("OTEL_BSP_EXPORT_TIMEOUT", "0")]);
+        assert!(e.to_string().starts_with("OTEL_BSP_EXPORT_TIMEOUT: 0 ms"), "{e}");
+        let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0")]);
+        assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: "), "{e}");
         assert!(matches!(refused(&[AT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]), TraceSetupError::Protocol(_)));
         let e = refused(&[AT, ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")]);
         assert!(e.to_string().contains("gzip"), "{e}");
