@@ -76,8 +76,7 @@ pub fn token(path: &Path) -> Result<Token> {
     let text = match crate::files::read_text(path, 64 << 10) {
         Ok(text) => {
             // Whoever reads the file has the server's admin powers.
-            use std::os::unix::fs::PermissionsExt;
-            if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+            if crate::files::open_to_others(path) {
                 tracing::warn!(
                     "the admin token file {} can be read by other users than its owner; `chmod 600` it",
                     path.display()

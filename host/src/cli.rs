@@ -598,12 +598,31 @@ async fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
+/// The most bytes a state key file may hold: a key, not a file that never ends.
+const MAX_STATE_KEY_BYTES: u64 = 64 << 10;
+
 fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
     match path {
         None => Ok(StateCodec::random()),
         Some(path) => {
-            let key = std::fs::read(path).with_context(|| format!("cannot read the state key {}", path.display()))?;
-            StateCodec::new(key).map_err(|e| anyhow::anyhow!("state key {}: {e}", path.display()))
+            // A regular file, as every file Capsule is told to read: a FIFO would hold the
+            // start, `/dev/zero` fill memory.
+            let key = crate::files::read_regular(path, MAX_STATE_KEY_BYTES)
+                .with_context(|| format!("cannot read the state key {}", path.display()))?;
+            // Whoever reads the key can seal state for any tool and caller.
+            if crate::files::open_to_others(path) {
+                tracing::warn!(
+                    "the state key file {} can be read by other users than its owner; `chmod 600` it",
+                    path.display()
+                );
+            }
+            // Replicas must read the same bytes (a trailing newline counts): the fingerprint,
+            // which tells nothing of the key, lets their logs be compared.
+            let digest = <sha2::Sha256 as sha2::Digest>::digest(&key);
+            let fingerprint: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            let codec = StateCodec::new(key).map_err(|e| anyhow::anyhow!("state key {}: {e}", path.display()))?;
+            tracing::info!("requestState is sealed with the key in {} (SHA-256 {fingerprint}…)", path.display());
+            Ok(codec)
         }
     }
 }

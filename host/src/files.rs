@@ -52,6 +52,13 @@ pub fn read_text_if_present(path: &Path, limit: u64) -> std::io::Result<Option<S
     }
 }
 
+/// Whether the file at `path` grants any access to users other than its owner: for a file
+/// that holds a secret, which the log then warns of.
+pub fn open_to_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
+}
+
 fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),

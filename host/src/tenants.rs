@@ -244,6 +244,11 @@ impl Tenants {
         self.published.borrow().clone()
     }
 
+    /// Where every tenant's metrics are counted, and the server's own.
+    pub fn metrics(&self) -> &Arc<crate::telemetry::Metrics> {
+        &self.runtime.config().metrics
+    }
+
     /// Follow the set of tenants.
     pub fn subscribe(&self) -> watch::Receiver<Arc<TenantSet>> {
         self.published.subscribe()

@@ -169,6 +169,15 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let http = reqwest::Client::new();
     let read = http.get(&discovery).header("origin", page).send().await.unwrap();
     assert_eq!(read.headers().get("access-control-allow-origin").unwrap(), "*");
+    // A page whose discovery sends MCP-Protocol-Version preflights it first.
+    let asked = http.request(reqwest::Method::OPTIONS, &discovery).header("origin", page);
+    let asked = asked.header("access-control-request-method", "GET");
+    let preflight = asked.header("access-control-request-headers", "mcp-protocol-version").send().await.unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    assert_eq!(preflight.headers()["access-control-allow-headers"], "mcp-protocol-version");
+    let other = http.request(reqwest::Method::PUT, &discovery).send().await.unwrap();
+    assert_eq!(other.status(), 405, "no other method");
     // Any page may read it, but only under a Host the server answers to (DNS rebinding).
     let rebound = http.get(&discovery).header("host", "evil.example").send().await.unwrap();
     assert_eq!(rebound.status(), 403);
@@ -201,6 +210,11 @@ async fn tokens_from_a_real_authorization_server_are_held_to_audience_issuer_exp
     let listed = alice.modern(1, "tools/list", json!({}), json!({})).await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     assert!(tool_names(&listed).len() > 1, "{}", listed.body);
+    // An audience written with a trailing slash names the same resource, as an
+    // authorization server configured with the URI so issues it (and as introspection has it).
+    let slashed = provider.token("alice", &format!("{acme_url}/"), "plugins.calc").await;
+    let listed = with_token(&acme_url, &slashed).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
     let add_only = provider.token("bob", &acme_url, "plugins.calc.tools.add").await;
     let bob = with_token(&acme_url, &add_only);
     let narrow_list = bob.modern(1, "tools/list", json!({}), json!({})).await;

@@ -211,13 +211,15 @@ async fn a_session_s_subscriptions_are_bounded_in_bytes() {
 }
 
 /// `--sessions-per-address` counts a client address's sessions at every tenant together:
-/// counted per tenant, an address could hold the limit once at each.
+/// counted per tenant, an address could hold the limit once at each. Refusals at the front
+/// door (this one, a foreign Host or Origin) are counted by reason on `/metrics`, where an
+/// operator behind a proxy can see them.
 #[tokio::test]
 async fn the_per_address_session_limit_spans_tenants() {
     let dir = scratch_dir("address-tenants");
     let policy = crate::tenants::two_tenants(&dir);
-    let server =
-        Server::http_in(&dir, &["--no-watch", "--config", policy.to_str().unwrap(), "--sessions-per-address", "2"]);
+    let args = ["--no-watch", "--config", policy.to_str().unwrap(), "--sessions-per-address", "2"];
+    let server = Server::http_in(&dir, &[&args[..], &["--metrics", "127.0.0.1:0"]].concat());
     let base = format!("http://{}", server.authority());
     let open = |tenant: &str| {
         let url = format!("{base}/t/{tenant}/mcp");
@@ -227,6 +229,21 @@ async fn the_per_address_session_limit_spans_tenants() {
     let third = Client::new(&format!("{base}/t/globex/mcp")).try_initialize("2025-11-25", json!({})).await;
     assert_eq!(third.status, 503, "{}", third.body);
     assert!(third.body.contains("client address"), "{}", third.body);
+
+    let acme = Client::new(&format!("{base}/t/acme/mcp"));
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    for (header, value) in [("host", "evil.example"), ("host", "evil.example:80"), ("origin", "https://evil.example")] {
+        assert_eq!(acme.post_raw(ping.clone(), &[(header, value)]).await.status, 403, "{header}: {value}");
+    }
+    let metadata = format!("{base}/.well-known/oauth-protected-resource/t/acme/mcp");
+    let foreign = reqwest::Client::new().get(metadata).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(foreign.status(), 403);
+    let metrics = crate::telemetry::address_in_log(&server, "metrics on ");
+    let text = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+    for (reason, count) in [("host", 3), ("origin", 1), ("session_limit_address", 1)] {
+        let series = format!("capsule_http_refusals_total{{reason=\"{reason}\"}} {count}\n");
+        assert!(text.contains(&series), "{series}in\n{text}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

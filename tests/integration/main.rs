@@ -14,6 +14,7 @@ mod holding;
 mod hotswap;
 mod languages;
 mod protocol;
+mod proxy;
 mod quotas;
 mod sandbox;
 mod support;

@@ -283,6 +283,66 @@ async fn deleted_sessions_are_gone() {
 
 const ALL_CAPS: fn() -> Value = || json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}});
 
+/// Replicas behind a load balancer share the key that seals `requestState`
+/// (`--state-key-file`): a round one replica asked for is answered at another, and a replica
+/// with another key refuses it. Each logs the key's fingerprint, the same for the same bytes,
+/// and warns of a key file other users can read.
+#[tokio::test]
+async fn replicas_sharing_a_state_key_continue_each_other_s_rounds() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = crate::support::Scratch::new("state-key");
+    let conformance = crate::support::plugins().join("conformance.wasm");
+    let conformance = conformance.to_str().unwrap();
+    let key = |name: &str, bytes: &[u8], mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (shared, readable, other) =
+        (key("shared.key", &[7; 32], 0o600), key("readable.key", &[7; 32], 0o644), key("other.key", &[8; 32], 0o600));
+    let replica = |key: &str| Server::http(&["--plugin", conformance, "--state-key-file", key]);
+    let (a, b, c) = (replica(&shared), replica(&readable), replica(&other));
+    let fingerprint = |server: &Server| {
+        let log = server.wait_for_log("requestState is sealed with the key");
+        let at = log.find("(SHA-256 ").unwrap_or_else(|| panic!("no fingerprint logged:\n{log}"));
+        log[at..].split_whitespace().nth(1).unwrap().to_owned()
+    };
+    assert_eq!(fingerprint(&a), fingerprint(&b), "the same bytes");
+    assert_ne!(fingerprint(&a), fingerprint(&c), "other bytes");
+    assert!(!a.log().contains("can be read by other users"), "{}", a.log());
+    assert!(b.log().contains("the state key file") && b.log().contains("`chmod 600` it"), "{}", b.log());
+    for secret in ["\u{7}\u{7}\u{7}", "0707070707"] {
+        assert!(!b.log().contains(secret), "the key itself is never logged");
+    }
+
+    let tool = "test_input_required_result_multi_round";
+    let first = Client::new(&a.url).modern(1, "tools/call", json!({"name": tool, "arguments": {}}), ALL_CAPS()).await;
+    let state = first.response(1)["result"]["requestState"].as_str().expect("input_required state").to_owned();
+    let retry = json!({"name": tool, "arguments": {}, "requestState": state,
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}}});
+    let elsewhere = Client::new(&c.url).modern(2, "tools/call", retry.clone(), ALL_CAPS()).await;
+    assert_eq!(elsewhere.response(2)["error"]["code"], -32602, "another key: {}", elsewhere.body);
+    let second = Client::new(&b.url).modern(3, "tools/call", retry, ALL_CAPS()).await;
+    let second = &second.response(3)["result"];
+    assert_eq!(second["resultType"], "input_required", "the same key, another replica: {second}");
+    let state = second["requestState"].as_str().unwrap();
+    let last = json!({"name": tool, "arguments": {}, "requestState": state,
+        "inputResponses": {"favorite_color": {"action": "accept", "content": {"color": "blue"}}}});
+    let third = Client::new(&a.url).modern(4, "tools/call", last, ALL_CAPS()).await;
+    assert_eq!(first_text(&third.response(4)["result"]), "Alice likes blue", "{}", third.body);
+
+    // A key file that cannot be one stops the start, saying why.
+    let short = key("short.key", &[7; 16], 0o600);
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--plugin", conformance, "--state-key-file", &short])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && log.contains("state key") && log.contains("short.key"), "{log}");
+}
+
 #[tokio::test]
 async fn input_required_round_trip_with_sealed_state() {
     let server = server();

@@ -289,6 +289,11 @@ impl Client {
         }
     }
 
+    /// A client sending through `http` (one that resolves a public name to a test's proxy).
+    pub fn with_http(url: &str, http: reqwest::Client) -> Client {
+        Client { http, ..Client::new(url) }
+    }
+
     /// A POST with the standard headers, and the session's when there is one.
     fn builder(&self) -> reqwest::RequestBuilder {
         let request = self

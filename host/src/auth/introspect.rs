@@ -51,7 +51,7 @@ enum Audience {
 
 impl Audience {
     fn contains(&self, resource: &str) -> bool {
-        let same = |aud: &String| aud.trim_end_matches('/') == resource;
+        let same = |aud: &String| crate::policy::audience_names(aud, resource);
         match self {
             Audience::One(aud) => same(aud),
             Audience::Many(list) => list.iter().any(same),
@@ -161,6 +161,8 @@ mod tests {
         let good = r#"{"active": true, "iss": "https://login.example/", "aud": ["x", "https://mcp.example/mcp"],
             "exp": 2000, "sub": "carol", "scope": "plugins", "token_type": "Bearer"}"#;
         assert_eq!(check(good), Ok(()));
+        let slashed = r#"{"active": true, "aud": "https://mcp.example/mcp/", "sub": "carol"}"#;
+        assert_eq!(check(slashed), Ok(()));
         for (json, why) in [
             (r#"{"active": false}"#, "not active"),
             (
@@ -168,6 +170,7 @@ mod tests {
                 "issuer",
             ),
             (r#"{"active": true, "aud": "https://other.example/mcp", "sub": "a"}"#, "not issued for this resource"),
+            (r#"{"active": true, "aud": "https://mcp.example/mcp//", "sub": "a"}"#, "not issued for this resource"),
             (r#"{"active": true, "sub": "a"}"#, "not issued for this resource"),
             (r#"{"active": true, "aud": "https://mcp.example/mcp", "sub": "a", "exp": 995}"#, "expired"),
             (r#"{"active": true, "aud": "https://mcp.example/mcp", "sub": "a", "nbf": 1006}"#, "not valid yet"),

@@ -270,7 +270,7 @@ impl Authenticator {
         let keys = self.issuers[at].keys(header.kid.as_deref()).await.map_err(|e| e.to_string())?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&issuer]);
-        validation.set_audience(&[&self.config.resource]);
+        validation.set_audience(&self.config.audiences());
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
         validation.leeway = self.config.leeway_s;

@@ -103,7 +103,20 @@ pub struct AuthConfig {
     pub introspection: Option<IntrospectionConfig>,
 }
 
+/// Whether a token's audience `aud` names `resource` (kept without a trailing slash):
+/// exactly, or with a trailing slash, as an authorization server configured with the URI as
+/// the operator wrote it (`https://mcp.example/mcp/`) issues it. JWTs and introspection
+/// answers alike.
+pub fn audience_names(aud: &str, resource: &str) -> bool {
+    aud.strip_suffix('/').unwrap_or(aud) == resource
+}
+
 impl AuthConfig {
+    /// The audiences a JWT may name for this resource (see [`audience_names`]).
+    pub fn audiences(&self) -> [String; 2] {
+        [self.resource.clone(), format!("{}/", self.resource)]
+    }
+
     /// The path of the resource (`/t/acme/mcp`), where its metadata is inserted after
     /// `/.well-known/oauth-protected-resource`.
     pub fn resource_path(&self) -> &str {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use auth::{ALGORITHMS, ApiKey, AuthConfig, IntrospectionConfig};
+pub use auth::{ALGORITHMS, ApiKey, AuthConfig, IntrospectionConfig, audience_names};
 pub use config::{Policy, PolicyError, PolicyFile};
 pub use fs::{ClientRoot, ClientRoots, Mount};
 pub use needs::{NEEDS_SECTION, Needs, NeedsError, NeedsMode, sidecar_path};

@@ -79,6 +79,11 @@ pub(super) struct TenantLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ReasonLabels {
+    pub(super) reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ResultLabels {
     pub(super) result: &'static str,
 }

@@ -21,8 +21,8 @@ use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{
-    self, CallLabels, LoadLabels, OperationLabels, PluginLabels, ResultLabels, SessionLabels, TenantLabels, ToolLabels,
-    TrafficLabels,
+    self, CallLabels, LoadLabels, OperationLabels, PluginLabels, ReasonLabels, ResultLabels, SessionLabels,
+    TenantLabels, ToolLabels, TrafficLabels,
 };
 use super::sharded::{Counter, Gauge, Histogram};
 
@@ -133,6 +133,7 @@ pub struct Metrics {
     reloads: Histograms<TenantLabels>,
     loads: Family<LoadLabels, Counter>,
     traffic: Family<TrafficLabels, Counter>,
+    refusals: Family<ReasonLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -226,6 +227,12 @@ impl Metrics {
             "Compile cache lookups, by hit or miss",
             compile_cache.clone(),
         );
+        let refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "capsule_http_refusals",
+            "HTTP requests refused before they were served: a Host or Origin not allowed, a session limit reached",
+            refusals.clone(),
+        );
         let reloads = Histograms::<TenantLabels>::new_with_constructor(reload_times as fn() -> Histogram);
         registry.register_with_unit(
             "capsule_reload_duration",
@@ -267,6 +274,7 @@ impl Metrics {
             reloads,
             loads,
             traffic,
+            refusals,
         }
     }
 
@@ -369,12 +377,44 @@ impl Metrics {
         self.compile_cache.get_or_create(&ResultLabels { result: if hit { "hit" } else { "miss" } }).inc();
     }
 
+    /// Count an HTTP request refused before it was served.
+    pub fn refused(&self, refusal: Refusal) {
+        self.refusals.get_or_create(&ReasonLabels { reason: refusal.label() }).inc();
+    }
+
     /// Everything, in the Prometheus text exposition format (OpenMetrics flavour).
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// Why an HTTP request was refused before it was served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A Host (or request target) that names no allowed host, or is no host at all.
+    Host,
+    /// An Origin that is not allowed.
+    Origin,
+    /// A new session over its client address's limit (`--sessions-per-address`).
+    SessionsAddress,
+    /// A new session over its tenant's quota.
+    SessionsTenant,
+    /// A new session over the server's limit (`--max-sessions`).
+    SessionsServer,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::Host => "host",
+            Refusal::Origin => "origin",
+            Refusal::SessionsAddress => "session_limit_address",
+            Refusal::SessionsTenant => "session_limit_tenant",
+            Refusal::SessionsServer => "session_limit_server",
+        }
     }
 }
 

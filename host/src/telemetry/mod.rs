@@ -29,7 +29,9 @@ mod w3c;
 pub use fields::TextFields;
 pub use labels::{method_name, version_name};
 pub use logs::LogStyle;
-pub use metrics::{CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, ToolMeters, Traffic};
+pub use metrics::{
+    CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, Refusal, ToolMeters, Traffic,
+};
 pub use serve::{HostCheck, Scrape, respond, serve};
 pub use spans::{SetAttribute, SpanRecorder, TraceContext, export_attributes, trace_context};
 pub use stderr::{flush as flush_logs, stderr};

@@ -10,8 +10,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{FrontDoor, by_host_name, text};
+use super::{FrontDoor, by_host_name, refuse, text};
 use crate::auth::{AuthError, Authenticator, scope};
+use crate::telemetry::Refusal;
 use crate::tenants::{Tenant, TenantSet};
 
 /// The scopes a tenant offers: one per plugin it serves, the least a client could ask for
@@ -73,8 +74,19 @@ pub async fn metadata_by_path(
     }
 }
 
+/// The metadata documents asked for with another method than GET or HEAD: a browser's
+/// preflight under an allowed Host is answered (any page may read them), anything else 405.
+pub async fn metadata_preflight(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
+    let answer = match super::cors::is_preflight(&request) {
+        true => host_refused(&door, &door.tenants.current(), &request)
+            .unwrap_or_else(|| super::cors::public_preflight(request.headers())),
+        false => super::method_not_allowed("GET, HEAD"),
+    };
+    super::unread(&door.options, request, answer).await
+}
+
 /// The Host check of the MCP paths (not Origin: any page may read the metadata).
 fn host_refused(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
     let checked = door.allowed.check_host(request.uri(), request.headers(), |host| set.by_host(host).is_some());
-    checked.err().map(|(status, reason)| text(status, reason))
+    checked.err().map(|(status, reason)| refuse(door, request, Refusal::Host, status, reason))
 }

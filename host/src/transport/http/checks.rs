@@ -28,8 +28,14 @@ impl HostEntry {
         }
     }
 
+    /// A Host that names no port names its scheme's default, 80 or 443 (which one, a server
+    /// behind a TLS-terminating proxy cannot tell): an entry with either port takes it.
     fn matches(&self, host: &Authority) -> bool {
-        self.host.eq_ignore_ascii_case(unbracketed(host.host())) && self.port.is_none_or(|p| host.port_u16() == Some(p))
+        self.host.eq_ignore_ascii_case(unbracketed(host.host()))
+            && self.port.is_none_or(|p| match host.port_u16() {
+                Some(port) => port == p,
+                None => p == 80 || p == 443,
+            })
     }
 }
 
@@ -98,6 +104,16 @@ impl Allowed {
         headers: &HeaderMap,
         also: impl Fn(&str) -> bool,
     ) -> Result<(), (u16, &'static str)> {
+        self.allowed_host(uri, headers, also).map(drop)
+    }
+
+    /// The host the request names, if it is allowed (see [`Allowed::check_host`]).
+    pub fn allowed_host(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        also: impl Fn(&str) -> bool,
+    ) -> Result<Authority, (u16, &'static str)> {
         let host = host(uri, headers)?;
         if !self.hosts.iter().any(|entry| entry.matches(&host)) && !also(&bare_host(host.host())) {
             return Err(match uri.authority() {
@@ -105,17 +121,24 @@ impl Allowed {
                 None => (403, "Forbidden: Host header is not allowed"),
             });
         }
-        Ok(())
+        Ok(host)
     }
 
-    /// Check the host (see [`Allowed::check_host`]), then Origin.
+    /// Check the host (see [`Allowed::check_host`]), then Origin: an allowed one, or the
+    /// origin of the host the request names (a page served from the endpoint's own host; the
+    /// host being allowed is what stops DNS rebinding).
     pub fn check(
         &self,
         uri: &Uri,
         headers: &HeaderMap,
         also: impl Fn(&str) -> bool,
     ) -> Result<(), (u16, &'static str)> {
-        self.check_host(uri, headers, also)?;
+        let host = self.allowed_host(uri, headers, also)?;
+        self.check_origin(&host, headers)
+    }
+
+    /// Check Origin, for a request naming `host` (allowed): see [`Allowed::check`].
+    pub fn check_origin(&self, host: &Authority, headers: &HeaderMap) -> Result<(), (u16, &'static str)> {
         // A user agent sends one Origin (RFC 6454, section 7.3): with more, which one a
         // browser meant cannot be told, so none is trusted.
         let origin =
@@ -123,7 +146,7 @@ impl Allowed {
         let Some(origin) = origin else { return Ok(()) };
         let origin = origin.to_str().map_err(|_| (403, "Forbidden: Invalid Origin header encoding"))?;
         let origin = Origin::parse(origin).ok_or((403, "Forbidden: Invalid Origin header"))?;
-        if !self.origins.iter().any(|entry| origin.matches(entry)) {
+        if !self.origins.iter().any(|entry| origin.matches(entry)) && !origin.is_of(host) {
             return Err((403, "Forbidden: Origin header is not allowed"));
         }
         Ok(())
@@ -195,6 +218,18 @@ impl Origin {
             "https" => Some(443),
             _ => None,
         }
+    }
+
+    /// Whether this is the origin of `host` (a Host header, or a request target's
+    /// authority): an http or https origin with its name, and its port, or the scheme's
+    /// default where the Host names none (a proxy forwarding `$host`).
+    fn is_of(&self, host: &Authority) -> bool {
+        let Some(default) = self.default_port() else { return false };
+        self.host == bare_host(host.host())
+            && match host.port_u16() {
+                Some(port) => self.port.unwrap_or(default) == port,
+                None => self.port.is_none_or(|port| port == default),
+            }
     }
 
     fn matches(&self, entry: &OriginEntry) -> bool {
@@ -298,6 +333,34 @@ mod tests {
         assert_eq!(check(&[("host", "LOCALHOST")]), Ok(()));
         assert_eq!(check(&[("host", "mcp.example:8443")]), Ok(()));
         assert_eq!(check(&[("host", "mcp.example:80")]), Err(403));
+        assert_eq!(check(&[("host", "mcp.example")]), Err(403), "no port: 80 or 443, never 8443");
+        // A page served from the host the request names is of the endpoint's own origin.
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "https://mcp.example:8443")]), Ok(()));
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "http://MCP.example:8443")]), Ok(()));
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "https://mcp.example")]), Err(403));
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "https://other.example:8443")]), Err(403));
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "ftp://mcp.example:8443")]), Err(403));
+        assert_eq!(check(&[("host", "mcp.example:8443"), ("origin", "null")]), Err(403));
+        // Behind a proxy that forwards the name alone (`$host`), an entry with port 443 or 80
+        // takes it, and the page's origin names the scheme's default port.
+        let proxied = Allowed::new(&["pub.example:443".into(), "plain.example:80".into()], &[]);
+        let behind = |pairs: &[(&'static str, &str)]| {
+            proxied.check(&Uri::from_static("/mcp"), &headers(pairs), |_| false).map_err(|(status, _)| status)
+        };
+        assert_eq!(behind(&[("host", "pub.example")]), Ok(()));
+        assert_eq!(behind(&[("host", "plain.example")]), Ok(()));
+        assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example")]), Ok(()));
+        assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example:443")]), Ok(()));
+        assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example:8443")]), Err(403));
+        assert_eq!(behind(&[("host", "evil.example"), ("origin", "https://evil.example")]), Err(403), "DNS rebinding");
+        // A tenant's own host (`also`) is allowed, and so is its origin.
+        let tenant = |pairs: &[(&'static str, &str)]| {
+            proxied
+                .check(&Uri::from_static("/mcp"), &headers(pairs), |host| host == "mcp.acme.example")
+                .map_err(|(status, _)| status)
+        };
+        assert_eq!(tenant(&[("host", "mcp.acme.example"), ("origin", "https://mcp.acme.example")]), Ok(()));
+        assert_eq!(tenant(&[("host", "mcp.acme.example"), ("origin", "https://app.acme.example")]), Err(403));
         assert_eq!(check(&[("host", "evil.example")]), Err(403));
         assert_eq!(check(&[]), Err(400));
         assert_eq!(check(&[("host", "localhost"), ("host", "evil.example")]), Err(400));

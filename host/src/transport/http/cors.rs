@@ -4,7 +4,8 @@
 //! alone; a request from any other origin is answered as before (`403` on an MCP path), with
 //! no CORS header, so a browser lets its page read nothing. The MCP paths call [`preflight`]
 //! and [`readable`] after their own checks, so a call's path has no layer more; the
-//! protected-resource metadata is public and says so itself (`*`, in `auth`).
+//! protected-resource metadata is public and says so itself (`*`, in `auth`, which answers
+//! its preflights with [`public_preflight`]).
 
 use axum::extract::Request;
 use axum::http::header::{
@@ -29,6 +30,22 @@ const ALLOW_PRIVATE_NETWORK: HeaderName = HeaderName::from_static("access-contro
 /// Whether a request is a CORS preflight: `OPTIONS` asking for a method.
 pub fn is_preflight(request: &Request) -> bool {
     request.method() == Method::OPTIONS && request.headers().contains_key(ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+/// The answer to a preflight for a public document (the protected-resource metadata): any
+/// page may `GET` it, with the headers it asked for (a browser client's discovery may send
+/// `MCP-Protocol-Version`, which needs a preflight).
+pub fn public_preflight(asked: &HeaderMap) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    headers.insert(ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, HEAD"));
+    if let Some(names) = asked.get(ACCESS_CONTROL_REQUEST_HEADERS) {
+        headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, names.clone());
+    }
+    headers.insert(ACCESS_CONTROL_MAX_AGE, MAX_AGE);
+    headers.insert(VARY, HeaderValue::from_static("Access-Control-Request-Method, Access-Control-Request-Headers"));
+    response
 }
 
 /// Mark an answer readable by the allowed origin that asked (`None`: no browser asked).

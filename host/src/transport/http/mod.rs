@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
 use crate::mcp::CapsuleServer;
-use crate::telemetry::Traffic;
+use crate::telemetry::{Refusal, Traffic};
 use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
 pub use checks::{Allowed, host_entry, origin_entry};
@@ -234,9 +234,15 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
     Router::new()
         .route("/mcp", any(by_host))
         .route("/t/{tenant}/mcp", any(by_path))
-        .route("/.well-known/oauth-protected-resource", get(auth::metadata_by_host).fallback(not_get))
-        .route("/.well-known/oauth-protected-resource/mcp", get(auth::metadata_by_host).fallback(not_get))
-        .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(auth::metadata_by_path).fallback(not_get))
+        .route("/.well-known/oauth-protected-resource", get(auth::metadata_by_host).fallback(auth::metadata_preflight))
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(auth::metadata_by_host).fallback(auth::metadata_preflight),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/t/{tenant}/mcp",
+            get(auth::metadata_by_path).fallback(auth::metadata_preflight),
+        )
         .fallback(no_such_path)
         .with_state(door)
 }
@@ -244,11 +250,6 @@ pub fn router(tenants: Arc<Tenants>, options: HttpOptions, shutdown: Cancellatio
 /// Any other path: 404, once the body is read (see `unread`).
 async fn no_such_path(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
     unread(&door.options, request, text(404, "Not Found")).await
-}
-
-/// The metadata documents asked for with another method than GET or HEAD.
-async fn not_get(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
-    unread(&door.options, request, method_not_allowed("GET, HEAD")).await
 }
 
 /// Listen on `addr` and serve until `shutdown` fires.
@@ -362,10 +363,21 @@ async fn front(door: &FrontDoor, set: &TenantSet, tenant: Option<&Arc<Tenant>>, 
 
 /// The Host and Origin checks; a tenant's own host names are allowed.
 fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
-    door.allowed
-        .check(request.uri(), request.headers(), |host| set.by_host(host).is_some())
-        .err()
-        .map(|(status, reason)| text(status, reason))
+    let (uri, headers) = (request.uri(), request.headers());
+    let checked = match door.allowed.allowed_host(uri, headers, |host| set.by_host(host).is_some()) {
+        Ok(host) => door.allowed.check_origin(&host, headers).map_err(|refused| (Refusal::Origin, refused)),
+        Err(refused) => Err((Refusal::Host, refused)),
+    };
+    checked.err().map(|(refusal, (status, reason))| refuse(door, request, refusal, status, reason))
+}
+
+/// A request refused by the Host or Origin check: counted, logged (with the client's
+/// address, which a proxy in front may keep no record of) and answered.
+fn refuse(door: &FrontDoor, request: &Request, refusal: Refusal, status: u16, reason: &'static str) -> Response {
+    door.tenants.metrics().refused(refusal);
+    let client = request.extensions().get::<listener::ClientAddr>().map(|a| a.0);
+    tracing::debug!(client = ?client, "refused: {reason}");
+    text(status, reason)
 }
 
 /// Serve a request for `tenant` as the set in force now has it: its settings (authorization

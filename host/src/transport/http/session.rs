@@ -27,7 +27,7 @@ use super::sse::{Frame, id_number};
 use super::watch::{self, Look};
 use crate::mcp::{CapsuleServer, ClientLink, LinkError, LinkFuture, Shared};
 use crate::runtime::Account;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, Refusal};
 
 /// Events a session keeps for its GET stream (and for resuming it).
 const RING: usize = 64;
@@ -243,6 +243,24 @@ pub enum Full {
     Address(usize),
 }
 
+impl Full {
+    fn refusal(&self) -> Refusal {
+        match self {
+            Full::Server(_) => Refusal::SessionsServer,
+            Full::Tenant { .. } => Refusal::SessionsTenant,
+            Full::Address(_) => Refusal::SessionsAddress,
+        }
+    }
+}
+
+/// Count and log a new session refused at a limit (the log names the client, which the
+/// answer reaches through a proxy that may keep no record).
+fn refused(live: &Live, client: Option<IpAddr>, full: Full) -> Full {
+    live.metrics.refused(full.refusal());
+    tracing::debug!(client = ?client, "refused a new session: {full}");
+    full
+}
+
 /// Sessions of every tenant together: the server's cap and each client address's count
 /// are the server's, whichever tenants' endpoints the sessions were opened at.
 #[derive(Default)]
@@ -426,19 +444,19 @@ impl SessionTable {
             && !(self.make_room(&mut live, |s| s.client == Some(address))
                 && counts.admit_address(address, self.per_address))
         {
-            return Err(Full::Address(self.per_address));
+            return Err(refused(&live, client, Full::Address(self.per_address)));
         }
         if let Some(limit) = self.account.quotas().sessions
             && live.sessions.len() >= limit as usize
             && !self.make_room(&mut live, |_| true)
         {
             counts.release_address(client);
-            return Err(Full::Tenant { tenant: self.account.tenant().clone(), limit });
+            return Err(refused(&live, client, Full::Tenant { tenant: self.account.tenant().clone(), limit }));
         }
         let admitted = counts.admit(self.cap) || (self.make_room(&mut live, |_| true) && counts.admit(self.cap));
         if !admitted {
             counts.release_address(client);
-            return Err(Full::Server(self.cap));
+            return Err(refused(&live, client, Full::Server(self.cap)));
         }
         let id: Arc<str> = format!("{:032x}", rand::random::<u128>()).into();
         let ended = self.shutdown.child_token();
