@@ -616,12 +616,17 @@ fn state_codec(path: Option<&Path>) -> Result<StateCodec> {
                     path.display()
                 );
             }
-            // Replicas must read the same bytes (a trailing newline counts): the fingerprint,
-            // which tells nothing of the key, lets their logs be compared.
-            let digest = <sha2::Sha256 as sha2::Digest>::digest(&key);
+            // Replicas must read the same bytes (a trailing newline counts): the fingerprint
+            // lets their logs be compared. A digest of the key alone would not do: HMAC
+            // signs with the SHA-256 of a key longer than its block, so that digest's first
+            // bytes would be the signing key's. Domain-separated, it tells nothing of it.
+            let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+            sha2::Digest::update(&mut hasher, b"capsule requestState key fingerprint\0");
+            sha2::Digest::update(&mut hasher, &key);
+            let digest = sha2::Digest::finalize(hasher);
             let fingerprint: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
             let codec = StateCodec::new(key).map_err(|e| anyhow::anyhow!("state key {}: {e}", path.display()))?;
-            tracing::info!("requestState is sealed with the key in {} (SHA-256 {fingerprint}…)", path.display());
+            tracing::info!("requestState is sealed with the key in {} (fingerprint {fingerprint})", path.display());
             Ok(codec)
         }
     }

@@ -305,11 +305,15 @@ async fn replicas_sharing_a_state_key_continue_each_other_s_rounds() {
     let (a, b, c) = (replica(&shared), replica(&readable), replica(&other));
     let fingerprint = |server: &Server| {
         let log = server.wait_for_log("requestState is sealed with the key");
-        let at = log.find("(SHA-256 ").unwrap_or_else(|| panic!("no fingerprint logged:\n{log}"));
+        let at = log.find("(fingerprint ").unwrap_or_else(|| panic!("no fingerprint logged:\n{log}"));
         log[at..].split_whitespace().nth(1).unwrap().to_owned()
     };
     assert_eq!(fingerprint(&a), fingerprint(&b), "the same bytes");
     assert_ne!(fingerprint(&a), fingerprint(&c), "other bytes");
+    // Not the key's own digest, which is HMAC's signing key for a key past 64 bytes.
+    let digest = <sha2::Sha256 as sha2::Digest>::digest([7u8; 32]);
+    let plain: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    assert!(!fingerprint(&a).starts_with(&plain), "{plain}");
     assert!(!a.log().contains("can be read by other users"), "{}", a.log());
     assert!(b.log().contains("the state key file") && b.log().contains("`chmod 600` it"), "{}", b.log());
     for secret in ["\u{7}\u{7}\u{7}", "0707070707"] {

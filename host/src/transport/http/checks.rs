@@ -221,14 +221,16 @@ impl Origin {
     }
 
     /// Whether this is the origin of `host` (a Host header, or a request target's
-    /// authority): an http or https origin with its name, and its port, or the scheme's
-    /// default where the Host names none (a proxy forwarding `$host`).
+    /// authority): an http or https origin with its name and its port. A Host that names no
+    /// port (a proxy forwarding `$host`) was reached at 80 or 443, which cannot be told
+    /// apart here: only the https origin on 443 is taken for it, since an http page on that
+    /// name may be anyone's on the network's path.
     fn is_of(&self, host: &Authority) -> bool {
         let Some(default) = self.default_port() else { return false };
         self.host == bare_host(host.host())
             && match host.port_u16() {
                 Some(port) => self.port.unwrap_or(default) == port,
-                None => self.port.is_none_or(|port| port == default),
+                None => self.scheme == "https" && self.port.is_none_or(|port| port == 443),
             }
     }
 
@@ -352,6 +354,8 @@ mod tests {
         assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example")]), Ok(()));
         assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example:443")]), Ok(()));
         assert_eq!(behind(&[("host", "pub.example"), ("origin", "https://pub.example:8443")]), Err(403));
+        assert_eq!(behind(&[("host", "pub.example"), ("origin", "http://pub.example")]), Err(403), "only https");
+        assert_eq!(behind(&[("host", "plain.example"), ("origin", "http://plain.example")]), Err(403));
         assert_eq!(behind(&[("host", "evil.example"), ("origin", "https://evil.example")]), Err(403), "DNS rebinding");
         // A tenant's own host (`also`) is allowed, and so is its origin.
         let tenant = |pairs: &[(&'static str, &str)]| {
