@@ -3,6 +3,7 @@
 # shared smoke script uses.
 #   py.sh py_roots.py --mode legacy|auto --root DIR --outside DIR [--read-only] URL
 #   py.sh py_updates.py --root DIR URL
+#   py.sh py_stdio_close.py COMMAND [ARG...]  (MCP_PY_VERSION picks another SDK version)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${MCP_PY_SMOKE_CACHE:-/tmp/mcp-smoke-py}"

@@ -67,6 +67,22 @@ fn typescript_client_over_stdio() {
     check(&output, ok);
 }
 
+/// Python SDK 1.x (what langchain-mcp-adapters and others still run on) fails a stdio session
+/// that is sent a message while it closes (python-sdk#1960). A client that asks for its tools
+/// while the first load runs (compiled afresh, so that it does) and closes at once ends
+/// cleanly: the load's end announces no list it did not ask for.
+#[test]
+fn python_sdk_1_x_lists_tools_over_stdio_and_closes_cleanly() {
+    let _lock = PYTHON.lock().unwrap_or_else(|e| e.into_inner());
+    let env = [("MCP_PY_VERSION", "1.30.0"), ("MCP_PY_SMOKE_CACHE", "/tmp/mcp-smoke-py-1.x")];
+    let server = [env!("CARGO_BIN_EXE_capsule"), "serve", "--stdio", "--no-compile-cache", "--no-watch"];
+    let args = [&["py_stdio_close.py"][..], &server].concat();
+    for _ in 0..2 {
+        let (ok, output) = run_script(&root().join("tests/clients/py.sh"), &args, &env);
+        assert!(ok && output.contains("tools, closed cleanly"), "the session did not end cleanly:\n{output}");
+    }
+}
+
 /// A scratch directory granted writable to the `files` plugin, and a server with that policy.
 fn files_granted(name: &str) -> (std::path::PathBuf, Server) {
     let dir = scratch_dir(name).canonicalize().unwrap();

@@ -619,10 +619,11 @@ async fn a_plugin_added_while_the_first_load_runs_is_not_missed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A client that connects while the first load runs hears of each list that changed once,
-/// when the load ends, not once for every plugin that joins.
+/// A client that connects while the first load runs and has asked for no list hears nothing
+/// of the load's end: each list is whole when it asks (and whether it heard would otherwise
+/// depend on whether it connected before the load ended).
 #[test]
-fn the_first_load_is_announced_once() {
+fn a_client_that_listed_nothing_hears_nothing_of_the_first_load() {
     let dir = scratch_dir("first-load-announced");
     for name in ["calc", "textkit", "testing/hostile"] {
         let file = format!("{name}.wasm");
@@ -631,19 +632,13 @@ fn the_first_load_is_announced_once() {
     let (mut stdio, loaded) =
         StdioServer::starting(&["--plugins", dir.to_str().unwrap(), "--no-compile-cache", "--no-watch"], &[]);
     stdio.initialize("2025-11-25");
+    assert!(loaded.try_recv().is_err(), "the first load ended before the client connected");
     loaded.recv_timeout(Duration::from_secs(120)).expect("the first load ends");
+    // Time for any notification the end of the load sends to arrive before the answer.
+    std::thread::sleep(Duration::from_millis(500));
     stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    let mut heard = std::collections::BTreeMap::<String, usize>::new();
-    let tools = loop {
-        let message = stdio.read();
-        if message["id"] == 2 {
-            break message;
-        }
-        let method = message["method"].as_str().unwrap_or_default().to_owned();
-        assert!(method.ends_with("/list_changed"), "{message}");
-        *heard.entry(method).or_default() += 1;
-    };
-    assert!(heard.values().all(|&n| n == 1), "one notification a list for one load: {heard:?}");
+    let tools = stdio.read();
+    assert_eq!(tools["id"], 2, "told of the first load before its list: {tools}");
     let names: Vec<&str> =
         tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(["add", "hash", "spin"].iter().all(|name| names.contains(name)), "{names:?}");
@@ -652,7 +647,9 @@ fn the_first_load_is_announced_once() {
 }
 
 /// A client whose lists were asked for while the first load ran is answered the loaded lists
-/// (they wait for it), so it is not told afterwards that they changed.
+/// (they wait for it), so it is not told afterwards that they changed, nor that the lists it
+/// did not ask for did (the prompts here): a Python SDK 1.x client that asks for its tools
+/// and closes fails its whole session on news arriving as it closes (python-sdk#1960).
 #[test]
 fn lists_that_waited_for_the_first_load_are_not_announced_again() {
     let dir = scratch_dir("first-load-listed");
@@ -682,9 +679,7 @@ fn lists_that_waited_for_the_first_load_are_not_announced_again() {
         answers[&2]["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"add") && names.len() > 5, "not the loaded list: {names:?}");
     assert!(!answers[&3]["result"]["resources"].as_array().unwrap().is_empty(), "{}", answers[&3]);
-    for listed in ["notifications/tools/list_changed", "notifications/resources/list_changed"] {
-        assert!(!announced.iter().any(|m| m == listed), "{listed} for a list already answered: {announced:?}");
-    }
+    assert!(announced.is_empty(), "told of lists already answered or never asked for: {announced:?}");
     stdio.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }

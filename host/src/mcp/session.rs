@@ -122,8 +122,12 @@ impl SessionState {
             }
         }
         // A session that never asked for this kind (it may have learnt it some other way)
-        // hears of every change since it joined.
-        !asked && !is_new(&seen.joined)
+        // hears of every change since it joined, but for the first load's end: no list of
+        // this server's came before that, whether the client then heard of it would depend
+        // on whether it connected before the load ended, and a client that asked for one
+        // list and is closing would be sent the others' as it closes (Python SDK 1.x fails
+        // its whole session on that: python-sdk#1960).
+        !asked && !first_load && !is_new(&seen.joined)
     }
 
     /// The kinds of list it was answered from a catalog other than `current`: a client may
@@ -441,9 +445,10 @@ mod tests {
         let (old, new) = (Arc::new(Catalog::default()), Arc::new(Catalog::default()));
         let state = SessionState::default();
         state.seen.lock().unwrap().joined = Arc::downgrade(&old);
-        // Nothing listed: every change since it joined.
+        // Nothing listed: every change since it joined, but for the first load's end.
         assert!(state.may_hold_stale(ListKind::Tools, &new, false));
         assert!(!state.may_hold_stale(ListKind::Tools, &old, false));
+        assert!(!state.may_hold_stale(ListKind::Tools, &new, true));
         // Listed from the new catalog: not told of it; from the old one: told.
         state.listed(List::Tools, &new);
         assert!(!state.may_hold_stale(ListKind::Tools, &new, false));
