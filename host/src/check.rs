@@ -206,7 +206,9 @@ fn import_note(import: &str) -> Option<&'static str> {
         | "wasi:sockets/instance-network" => "TCP connections to granted addresses only",
         "wasi:sockets/udp" | "wasi:sockets/udp-create-socket" | "wasi:sockets/ip-name-lookup" => "always denied",
         "wasi:http/outgoing-handler" => "HTTP to granted hosts only",
-        "capsule:plugin/host" => "logs, progress and mounts of the current request",
+        "capsule:plugin/host" if import.ends_with("@0.1.0") || !import.contains('@') => {
+            "logs, progress and mounts of the current request"
+        }
         _ => return None,
     })
 }

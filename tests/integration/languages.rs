@@ -384,3 +384,85 @@ fn plugin_new_cpp_builds_passes_check_and_answers() {
     assert_eq!(refused["isError"], json!(true), "{refused}");
     server.finish();
 }
+
+/// Components an outside toolchain built against another release of the WIT package, or
+/// with an export whose types are not the package's, are refused by `capsule check` (whose
+/// words `serve` logs) with a message that says so: the version they were built against and
+/// the one this host implements, or the export and function at fault. Dummy components
+/// (`wasm-tools component embed --dummy`) from edited copies of `wit/`.
+#[test]
+fn components_built_against_another_wit_release_are_told_why() {
+    let wasm_tools = root().join("target/tools/bin/wasm-tools");
+    assert!(wasm_tools.is_file(), "{} is missing: plugins/build-examples.sh installs it", wasm_tools.display());
+    let scratch = Scratch::new("wit-skew");
+    // `wit/` copied with its package at `version` and `edit` applied to every file, plus a
+    // world of `body`, built into a component whose exports trap.
+    let build = |name: &str, version: &str, edit: &dyn Fn(String) -> String, body: &str| {
+        let dir = scratch.join(name);
+        for sub in ["", "deps"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            for entry in std::fs::read_dir(root().join("wit").join(sub)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "wit") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let text = if sub.is_empty() { edit(text.replace("@0.1.0", &format!("@{version}"))) } else { text };
+                    std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
+                }
+            }
+        }
+        std::fs::write(
+            dir.join("zz-case.wit"),
+            format!("package capsule:plugin@{version};\nworld case {{ {body} }}\n"),
+        )
+        .unwrap();
+        let (core, component) = (scratch.join(format!("{name}.core.wasm")), scratch.join(format!("{name}.wasm")));
+        for args in [
+            vec!["component".as_ref(), "embed".as_ref(), "--dummy".as_ref(), dir.as_os_str(), "-w".as_ref()]
+                .into_iter()
+                .chain(["case".as_ref(), "-o".as_ref(), core.as_os_str()])
+                .collect::<Vec<&std::ffi::OsStr>>(),
+            vec!["component".as_ref(), "new".as_ref(), core.as_os_str(), "-o".as_ref(), component.as_os_str()],
+        ] {
+            let out = std::process::Command::new(&wasm_tools).args(&args).output().unwrap();
+            assert!(out.status.success(), "wasm-tools {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        component
+    };
+    let verdict = |component: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_capsule"))
+            .args(["check", "--no-compile-cache"])
+            .arg(component)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find(|l| l.starts_with("verdict:")).unwrap_or_else(|| panic!("no verdict:\n{text}")).to_owned()
+    };
+    let same = |text: String| text;
+    let later = build("later-series", "0.2.0", &same, "import host; export tools;");
+    let told = verdict(&later);
+    assert!(
+        told.contains("refused")
+            && told.contains("built against capsule:plugin@0.2.0")
+            && told.contains("implements capsule:plugin@0.1.0"),
+        "{told}"
+    );
+    let exports_only = build("exports-only", "0.2.0", &same, "export tools;");
+    let told = verdict(&exports_only);
+    assert!(told.contains("exports none of") && told.contains("built against capsule:plugin@0.2.0"), "{told}");
+    let patch = build("later-patch", "0.1.5", &same, "import host; export tools;");
+    // A later 0.1 release that uses nothing newer links (its dummy list then traps).
+    let told = verdict(&patch);
+    assert!(told.contains("listing its tools failed: the plugin crashed") && !told.contains("built against"), "{told}");
+    let two_params = |text: String| {
+        text.replace(
+            "call: func(name: string, arguments: json, context: request-context)",
+            "call: func(name: string, arguments: json)",
+        )
+    };
+    let wrong = build("wrong-call", "0.1.0", &two_params, "export tools;");
+    let told = verdict(&wrong);
+    assert!(
+        told.contains("export capsule:plugin/tools@0.1.0 (its function `call`) does not match the Capsule WIT package"),
+        "{told}"
+    );
+}

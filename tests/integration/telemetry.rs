@@ -1090,3 +1090,30 @@ fn a_second_signal_cuts_the_wait_for_a_hanging_collector_short() {
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A plugin's log messages reach the host's log at their own level, under the target
+/// `capsule::plugin` and naming the plugin, whether or not the client asked for them (the
+/// WIT's promise); an operator can set them apart by that target.
+#[tokio::test]
+async fn a_plugin_s_log_messages_reach_the_host_log_at_their_level() {
+    let conformance = plugins().join("conformance.wasm");
+    let server = Server::http(&["--no-watch", "--plugin", conformance.to_str().unwrap()]);
+    let client = crate::support::Client::new(&server.url);
+    let call = json!({"name": "test_tool_with_logging", "arguments": {}});
+    let reply = client.modern(1, "tools/call", call, json!({})).await;
+    assert_eq!(reply.response(1)["result"]["content"][0]["text"], "Logging test completed", "{}", reply.body);
+    let log = server.wait_for_log("Tool execution completed");
+    let line = log.lines().find(|l| l.contains("Tool execution completed")).expect("the plugin's message");
+    assert!(line.contains("INFO") && line.contains("capsule::plugin") && line.contains("conformance"), "{line}");
+    // Filtered out by their target, as an operator may.
+    let quiet = Server::http_with_env(
+        &std::env::current_dir().unwrap(),
+        &["--no-watch", "--plugin", conformance.to_str().unwrap()],
+        &[("CAPSULE_LOG", "info,capsule::plugin=warn")],
+    );
+    let call = json!({"name": "test_tool_with_logging", "arguments": {}});
+    let reply = crate::support::Client::new(&quiet.url).modern(1, "tools/call", call, json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!quiet.log().contains("Tool execution"), "{}", quiet.log());
+}

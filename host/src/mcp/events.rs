@@ -22,6 +22,7 @@ use super::reply::Known;
 use super::request::ClientLink;
 use crate::auth::Principal;
 use crate::runtime::{CallEvents, Caller, ListKind, LogLevel};
+use crate::telemetry::PLUGIN_LOG;
 
 enum Event {
     Log { level: LogLevel, logger: Option<String>, message: String },
@@ -81,7 +82,7 @@ impl CallEvents for RequestEvents {
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
         match &self.tx {
             Some(tx) => drop(tx.send(Event::Log { level, logger, message })),
-            None => debug_log(&self.plugin, logging_level(level), logger.as_deref(), &message),
+            None => host_log(&self.plugin, logging_level(level), logger.as_deref(), &message),
         }
     }
 
@@ -121,9 +122,18 @@ pub struct Route {
     pub known: Known,
 }
 
-/// A plugin's log message in the host's log.
-fn debug_log(plugin: &str, level: LoggingLevel, logger: Option<&str>, message: &str) {
-    tracing::debug!(%plugin, ?level, logger = logger.unwrap_or(""), "{message}");
+/// A plugin's log message in the host's log, at its own level (MCP's eight onto the log's
+/// five), under its own target, [`PLUGIN_LOG`], so that an operator can set plugins' records
+/// apart (`CAPSULE_LOG=info,capsule::plugin=warn`). A call's messages are few and short
+/// (its event budget), and a record is one line whatever the message holds.
+fn host_log(plugin: &str, level: LoggingLevel, logger: Option<&str>, message: &str) {
+    let logger = logger.unwrap_or("");
+    match level {
+        LoggingLevel::Debug => tracing::debug!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
+        LoggingLevel::Info | LoggingLevel::Notice => tracing::info!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
+        LoggingLevel::Warning => tracing::warn!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
+        _ => tracing::error!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
+    }
 }
 
 /// Make the events of one request and the future that forwards them, if anything can reach
@@ -152,7 +162,7 @@ pub fn channel(
             match event {
                 Event::Log { level, logger, message } => {
                     let level = logging_level(level);
-                    debug_log(&route.plugin, level, logger.as_deref(), &message);
+                    host_log(&route.plugin, level, logger.as_deref(), &message);
                     if route.log_level.is_some_and(|min| rank(level) >= rank(min)) {
                         let mut param = LoggingMessageNotificationParam::new(level, serde_json::Value::String(message));
                         param.logger = logger.or_else(|| Some(route.plugin.clone()));

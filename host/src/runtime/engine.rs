@@ -317,7 +317,12 @@ impl PluginRuntime {
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
         let exports = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
-        let link_error = self.inner.linker.instantiate_pre(&component).err().map(|e| format!("{e:#}"));
+        let link_error = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .err()
+            .map(|e| super::plugin::with_version_note(&component, engine, format!("{e:#}")));
         Ok(Inspection { sha256: digest(bytes), imports, exports, link_error })
     }
 

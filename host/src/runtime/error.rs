@@ -16,11 +16,9 @@ pub enum LoadError {
     /// The component needs imports the host does not provide.
     #[error("{plugin}: cannot be linked: {reason}")]
     Link { plugin: String, reason: String },
-    /// The component exports none of the Capsule interfaces.
-    #[error(
-        "{plugin}: exports none of capsule:plugin/{{tools,resources,prompts,completion}}@0.1.0; was it built against the Capsule WIT package?"
-    )]
-    NoExports { plugin: String },
+    /// The component exports none of the Capsule interfaces; `why` guesses at the reason.
+    #[error("{plugin}: exports none of capsule:plugin/{{tools,resources,prompts,completion}}@0.1.0; {why}")]
+    NoExports { plugin: String, why: String },
     /// An export has the right name but the wrong shape.
     #[error("{plugin}: export {export} does not match the Capsule WIT package: {reason}")]
     BadExport { plugin: String, export: &'static str, reason: String },
@@ -83,9 +81,29 @@ pub enum CallError {
     /// The plugin does not export the interface this call needs.
     #[error("the plugin does not provide {0}")]
     Unsupported(&'static str),
+    /// An export has the right name but not the Capsule WIT package's types (found when its
+    /// functions are looked up, before any of its code runs).
+    #[error("export {export} does not match the Capsule WIT package: {reason}")]
+    Mismatch { export: &'static str, reason: String },
     /// Something else in the host failed.
     #[error("internal error running the plugin: {0}")]
     Host(String),
+}
+
+/// The error of looking up an export's functions with the Capsule WIT package's types, as it
+/// travels out of a sandbox run to become [`CallError::Mismatch`].
+#[derive(Debug, Error)]
+#[error("export {export} does not match the Capsule WIT package: {reason}")]
+pub(super) struct ExportMismatch {
+    pub export: &'static str,
+    pub reason: String,
+}
+
+impl ExportMismatch {
+    /// Wrap a lookup's error as a mismatch of `export`.
+    pub fn of(export: &'static str) -> impl Fn(wasmtime::Error) -> wasmtime::Error {
+        move |e| wasmtime::Error::new(ExportMismatch { export, reason: format!("{e:#}") })
+    }
 }
 
 impl CallError {
@@ -100,7 +118,9 @@ impl CallError {
             CallError::Output { .. } | CallError::Copied(_) => Outcome::OutputCap,
             CallError::PluginBusy(_) | CallError::Busy | CallError::Quota(_) => Outcome::Busy,
             CallError::Cancelled => Outcome::Cancelled,
-            CallError::Sandbox(_) | CallError::Unsupported(_) | CallError::Host(_) => Outcome::HostError,
+            CallError::Sandbox(_) | CallError::Unsupported(_) | CallError::Mismatch { .. } | CallError::Host(_) => {
+                Outcome::HostError
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 
 use super::bindings::{self, completion, prompts, resources, tools, types};
 use super::engine::RuntimeInner;
-use super::error::{CallError, LoadError};
+use super::error::{CallError, ExportMismatch, LoadError};
 use super::fs::GrantDirs;
 use super::limits::{CpuMeter, MemoryLimitExceeded};
 use super::offload::{Long, Offload};
@@ -223,6 +223,23 @@ fn optional<I>(
     })
 }
 
+/// [`bindings::version_note`] for a compiled component's imports and exports.
+pub(super) fn version_note(component: &Component, engine: &wasmtime::Engine) -> Option<String> {
+    let ty = component.component_type();
+    let imports = ty.imports(engine).map(|(name, _)| name.to_owned());
+    let names: Vec<String> = imports.chain(ty.exports(engine).map(|(name, _)| name.to_owned())).collect();
+    bindings::version_note(names.iter().map(String::as_str))
+}
+
+/// `reason` (an error linking or looking into `component`), led by what the component's
+/// package version says of it, if anything.
+pub(super) fn with_version_note(component: &Component, engine: &wasmtime::Engine, reason: String) -> String {
+    match version_note(component, engine) {
+        Some(note) => format!("{note} ({reason})"),
+        None => reason,
+    }
+}
+
 impl Plugin {
     pub(crate) async fn link(
         runtime: Arc<RuntimeInner>,
@@ -233,10 +250,10 @@ impl Plugin {
         grants: Arc<Grants>,
         needs: Option<Needs>,
     ) -> Result<Plugin, LoadError> {
-        let pre = runtime
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::Link { plugin: name.to_owned(), reason: format!("{e:#}") })?;
+        let pre = runtime.linker.instantiate_pre(&component).map_err(|e| LoadError::Link {
+            plugin: name.to_owned(),
+            reason: with_version_note(&component, &runtime.engine, format!("{e:#}")),
+        })?;
         let dirs = open_dirs(name, &grants)?;
         let reservation = reserve(&runtime, account, name, &grants)?;
         let mut plugin = Plugin {
@@ -260,7 +277,9 @@ impl Plugin {
             && plugin.prompts.is_none()
             && plugin.completion.is_none()
         {
-            return Err(LoadError::NoExports { plugin: name.to_owned() });
+            let why = version_note(&plugin.component, &plugin.sandbox.runtime.engine)
+                .unwrap_or_else(|| "was it built against the Capsule WIT package?".into());
+            return Err(LoadError::NoExports { plugin: name.to_owned(), why });
         }
         plugin.manifest = plugin.read_manifest().await?;
         Ok(plugin)
@@ -370,15 +389,23 @@ impl Plugin {
     async fn read_manifest(&self) -> Result<Manifest, LoadError> {
         let listing = |what: &'static str| {
             let plugin = self.name().to_owned();
-            move |source: CallError| LoadError::Listing { plugin, what, source }
+            move |source: CallError| match source {
+                CallError::Mismatch { export, reason } => LoadError::BadExport { plugin, export, reason },
+                source => LoadError::Listing { plugin, what, source },
+            }
         };
         let mut manifest = Manifest { completion: self.completion.is_some(), ..Manifest::default() };
         if let Some(ToolsExport { indices: ix, call }) = &self.tools {
             manifest.tools = self
                 .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
                     Box::pin(async move {
-                        let _checked: ToolCall<'_> = instance.get_typed_func(&mut *store, call)?;
-                        ix.load(&mut *store, instance)?.call_list(store).await
+                        let _checked: ToolCall<'_> = instance
+                            .get_typed_func(&mut *store, call)
+                            .map_err(ExportMismatch::of(bindings::TOOLS_CALL))?;
+                        ix.load(&mut *store, instance)
+                            .map_err(ExportMismatch::of(bindings::TOOLS))?
+                            .call_list(store)
+                            .await
                     })
                 })
                 .await
@@ -389,7 +416,7 @@ impl Plugin {
             (manifest.resources, manifest.templates) = self
                 .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
                     Box::pin(async move {
-                        let guest = ix.load(&mut *store, instance)?;
+                        let guest = ix.load(&mut *store, instance).map_err(ExportMismatch::of(bindings::RESOURCES))?;
                         let resources = guest.call_list(&mut *store).await?;
                         Ok((resources, guest.call_templates(store).await?))
                     })
@@ -401,7 +428,12 @@ impl Plugin {
         if let Some(ix) = &self.prompts {
             manifest.prompts = self
                 .run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
-                    Box::pin(async move { ix.load(&mut *store, instance)?.call_list(store).await })
+                    Box::pin(async move {
+                        ix.load(&mut *store, instance)
+                            .map_err(ExportMismatch::of(bindings::PROMPTS))?
+                            .call_list(store)
+                            .await
+                    })
                 })
                 .await
                 .and_then(|prompts| self.within(prompts, MANIFEST_LIMIT))
@@ -410,7 +442,9 @@ impl Plugin {
         if let Some(ix) = &self.completion {
             // Type-check the export now rather than on the first completion request.
             self.run(Charge::Load, &ClientRoots::NotOffered, Arc::new(NoEvents), |store, instance, _| {
-                Box::pin(async move { ix.load(store, instance).map(drop) })
+                Box::pin(
+                    async move { ix.load(store, instance).map(drop).map_err(ExportMismatch::of(bindings::COMPLETION)) },
+                )
             })
             .await
             .map_err(listing("completion"))?;
@@ -737,6 +771,9 @@ impl Plugin {
         }
         if error.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
             return (CallError::Busy, None);
+        }
+        if let Some(ExportMismatch { export, reason }) = error.downcast_ref::<ExportMismatch>() {
+            return (CallError::Mismatch { export, reason: reason.clone() }, None);
         }
         let failure = match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) if cancelled => CallError::Cancelled,

@@ -26,6 +26,10 @@ mod subscriber;
 mod traces;
 mod w3c;
 
+/// The log target of plugins' own messages (`host.log`): their level is theirs, so an
+/// error among them says nothing of the request's outcome.
+pub const PLUGIN_LOG: &str = "capsule::plugin";
+
 pub use fields::TextFields;
 pub use labels::{method_name, version_name};
 pub use logs::LogStyle;

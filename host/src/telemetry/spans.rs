@@ -181,7 +181,11 @@ impl SpanRecorder {
             limit: self.limits.attributes,
         };
         event.record(&mut fields);
-        if *metadata.level() == Level::ERROR && live.record.status == Status::Unset {
+        // A plugin's own error record is its word, not the request's outcome.
+        if *metadata.level() == Level::ERROR
+            && live.record.status == Status::Unset
+            && metadata.target() != super::PLUGIN_LOG
+        {
             live.record.status = Status::Error(fields.event.name.clone());
         }
         live.record.events.push(fields.event);
