@@ -206,7 +206,7 @@ fn import_note(import: &str) -> Option<&'static str> {
         | "wasi:sockets/instance-network" => "TCP connections to granted addresses only",
         "wasi:sockets/udp" | "wasi:sockets/udp-create-socket" | "wasi:sockets/ip-name-lookup" => "always denied",
         "wasi:http/outgoing-handler" => "HTTP to granted hosts only",
-        "capsule:plugin/host" if import.ends_with("@0.1.0") || !import.contains('@') => {
+        "capsule:plugin/host" if import.split_once('@').is_none_or(|(_, version)| version.starts_with("0.1.")) => {
             "logs, progress and mounts of the current request"
         }
         _ => return None,

@@ -74,6 +74,17 @@ fn is_array(raw: Option<&RawValue>) -> bool {
 /// Parse a request's params into the type its method takes (absent params read as `{}`).
 /// A `_meta` that is not an object is named as such: a 2026-07-28 request then lacks its
 /// required fields, which its transport answers with 400.
+/// Whether a list request's params name a cursor (a later page).
+fn has_cursor(raw: Option<&RawValue>) -> bool {
+    #[derive(Deserialize)]
+    struct Paged<'a> {
+        #[serde(borrow)]
+        cursor: Option<&'a RawValue>,
+    }
+    raw.and_then(|raw| serde_json::from_str::<Paged<'_>>(raw.get()).ok())
+        .is_some_and(|p| p.cursor.is_some_and(|c| c.get() != "null"))
+}
+
 fn params<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<T, ErrorData> {
     if is_array(raw) {
         return Err(by_position(false));
@@ -317,8 +328,11 @@ impl CapsuleServer {
             return Err(by_position(declares_modern(front)));
         }
         if serves_plugins(method) {
+            // Only a first page is answered from the loaded catalog as a whole: a later one
+            // continues a list the session holds, which the load's end must still announce.
             if let Some(list) = List::of(method)
                 && !self.shared.published.is_loaded()
+                && !has_cursor(raw)
             {
                 self.session.awaiting_first_load(list);
             }

@@ -8,7 +8,7 @@
 
 #![allow(deprecated)] // Logging is deprecated by SEP-2577 but still part of every revision we serve.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -25,8 +25,18 @@ use crate::runtime::{CallEvents, Caller, ListKind, LogLevel};
 use crate::telemetry::PLUGIN_LOG;
 
 enum Event {
-    Log { level: LogLevel, logger: Option<String>, message: String },
-    Progress { progress: f64, total: Option<f64>, message: Option<String> },
+    /// `host`: whether the message also goes to the host's log (see [`HOST_LOG_BYTES`]).
+    Log {
+        level: LogLevel,
+        logger: Option<String>,
+        message: String,
+        host: bool,
+    },
+    Progress {
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
 }
 
 /// The [`CallEvents`] of one request.
@@ -38,6 +48,65 @@ pub struct RequestEvents {
     tx: Option<mpsc::UnboundedSender<Event>>,
     cancelled: CancellationToken,
     changed: Changes,
+    /// The request's span, which the plugin's records in the host log belong to (the guest
+    /// runs without it entered, perhaps on another thread).
+    span: tracing::Span,
+    /// Bytes of log messages this call may still put in the host log.
+    host_log_left: AtomicUsize,
+}
+
+/// Bytes of log messages one call may put in the host's log, as much as its stderr: the
+/// call's event budget is sized for what its client asked for (up to its output limit),
+/// not for every operator's log at the default level.
+const HOST_LOG_BYTES: usize = 64 << 10;
+
+impl RequestEvents {
+    fn new(
+        principal: Option<Arc<Principal>>,
+        plugin: String,
+        tx: Option<mpsc::UnboundedSender<Event>>,
+        cancelled: CancellationToken,
+        changed: Changes,
+    ) -> Self {
+        let span = tracing::Span::current();
+        RequestEvents {
+            principal,
+            plugin,
+            tx,
+            cancelled,
+            changed,
+            span,
+            host_log_left: AtomicUsize::new(HOST_LOG_BYTES),
+        }
+    }
+
+    /// Whether a message of `bytes` still goes to the host's log; the first one that does
+    /// not says so, once.
+    fn to_host_log(&self, bytes: usize) -> bool {
+        let cost = bytes.saturating_add(64);
+        let taken = self.host_log_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            if left >= cost {
+                Some(left - cost)
+            } else if left > 0 {
+                Some(0)
+            } else {
+                None
+            }
+        });
+        match taken {
+            Ok(left) if left >= cost => true,
+            Ok(_) => {
+                tracing::warn!(
+                    parent: &self.span,
+                    plugin = %self.plugin,
+                    "plugin logged more than {} KiB in one call: its further messages are not written to the server log (a client that asked still gets them)",
+                    HOST_LOG_BYTES >> 10
+                );
+                false
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 const KINDS: [ListKind; 3] = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
@@ -81,8 +150,14 @@ impl CallEvents for RequestEvents {
 
     fn log(&self, level: LogLevel, logger: Option<String>, message: String) {
         match &self.tx {
-            Some(tx) => drop(tx.send(Event::Log { level, logger, message })),
-            None => host_log(&self.plugin, logging_level(level), logger.as_deref(), &message),
+            Some(tx) => {
+                let host = self.to_host_log(message.len());
+                drop(tx.send(Event::Log { level, logger, message, host }));
+            }
+            None if self.to_host_log(message.len()) => {
+                host_log(&self.span, &self.plugin, logging_level(level), logger.as_deref(), &message)
+            }
+            None => {}
         }
     }
 
@@ -124,15 +199,17 @@ pub struct Route {
 
 /// A plugin's log message in the host's log, at its own level (MCP's eight onto the log's
 /// five), under its own target, [`PLUGIN_LOG`], so that an operator can set plugins' records
-/// apart (`CAPSULE_LOG=info,capsule::plugin=warn`). A call's messages are few and short
-/// (its event budget), and a record is one line whatever the message holds.
-fn host_log(plugin: &str, level: LoggingLevel, logger: Option<&str>, message: &str) {
+/// apart (`CAPSULE_LOG=info,capsule::plugin=warn`), inside the request's `span`. A call puts
+/// at most [`HOST_LOG_BYTES`] there, and a record is one line whatever the message holds.
+fn host_log(span: &tracing::Span, plugin: &str, level: LoggingLevel, logger: Option<&str>, message: &str) {
     let logger = logger.unwrap_or("");
     match level {
-        LoggingLevel::Debug => tracing::debug!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
-        LoggingLevel::Info | LoggingLevel::Notice => tracing::info!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
-        LoggingLevel::Warning => tracing::warn!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
-        _ => tracing::error!(target: PLUGIN_LOG, %plugin, logger, "{message}"),
+        LoggingLevel::Debug => tracing::debug!(target: PLUGIN_LOG, parent: span, %plugin, logger, "{message}"),
+        LoggingLevel::Info | LoggingLevel::Notice => {
+            tracing::info!(target: PLUGIN_LOG, parent: span, %plugin, logger, "{message}")
+        }
+        LoggingLevel::Warning => tracing::warn!(target: PLUGIN_LOG, parent: span, %plugin, logger, "{message}"),
+        _ => tracing::error!(target: PLUGIN_LOG, parent: span, %plugin, logger, "{message}"),
     }
 }
 
@@ -147,11 +224,12 @@ pub fn channel(
     let (principal, plugin) = (route.principal.clone(), route.plugin.clone());
     let changed = Changes::default();
     if route.progress_token.is_none() && route.log_level.is_none() {
-        let events = RequestEvents { principal, plugin, tx: None, cancelled, changed: changed.clone() };
+        let events = RequestEvents::new(principal, plugin, None, cancelled, changed.clone());
         return (Arc::new(events), changed, None);
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let stop = cancelled.clone();
+    let span = tracing::Span::current();
     let forward = async move {
         while let Some(event) = rx.recv().await {
             // Nothing more goes out for a cancelled request (MUST on 2026-07-28 stdio): what
@@ -160,9 +238,11 @@ pub fn channel(
                 return;
             }
             match event {
-                Event::Log { level, logger, message } => {
+                Event::Log { level, logger, message, host } => {
                     let level = logging_level(level);
-                    host_log(&route.plugin, level, logger.as_deref(), &message);
+                    if host {
+                        host_log(&span, &route.plugin, level, logger.as_deref(), &message);
+                    }
                     if route.log_level.is_some_and(|min| rank(level) >= rank(min)) {
                         let mut param = LoggingMessageNotificationParam::new(level, serde_json::Value::String(message));
                         param.logger = logger.or_else(|| Some(route.plugin.clone()));
@@ -180,7 +260,7 @@ pub fn channel(
             }
         }
     };
-    let events = RequestEvents { principal, plugin, tx: Some(tx), cancelled, changed: changed.clone() };
+    let events = RequestEvents::new(principal, plugin, Some(tx), cancelled, changed.clone());
     (Arc::new(events), changed, Some(forward))
 }
 
@@ -207,5 +287,19 @@ fn rank(level: LoggingLevel) -> u8 {
         LoggingLevel::Critical => 5,
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_puts_at_most_its_share_of_messages_in_the_host_log() {
+        let events = RequestEvents::new(None, "p".into(), None, CancellationToken::new(), Changes::default());
+        assert!(events.to_host_log(40 << 10));
+        assert!(events.to_host_log(20 << 10));
+        assert!(!events.to_host_log(8 << 10), "past 64 KiB");
+        assert!(!events.to_host_log(1), "nothing more, however small, once the share is spent");
     }
 }

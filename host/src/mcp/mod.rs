@@ -113,8 +113,11 @@ impl Shared {
         let notify = sessions.clone();
         tokio::spawn(async move {
             let mut seen = follow.current();
+            // The first change is the first load's, even when the load ended before this
+            // task woke to it (a fast, cached load).
+            let mut first = true;
             while let Some((mut new, mut changed)) = follow.next(&seen).await {
-                let first_load = !follow.is_loaded();
+                let first_load = std::mem::take(&mut first) || !follow.is_loaded();
                 if first_load {
                     follow.first_load(FIRST_LOAD_WAIT).await;
                     (new, changed) = follow.since(&seen);

@@ -47,12 +47,15 @@ pub const PACKAGE_VERSION: (u64, u64, u64) = (0, 1, 0);
 /// What a component's names of Capsule interfaces (`imports` and `exports`) say of the
 /// package version it was built against, when that may be why it cannot load: another
 /// release series than this host's (0.1.x plugins load on any 0.1 host, for semver), or a
-/// later release of it, whose new functions this host lacks.
-pub fn version_note<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+/// later release of it, whose new functions this host lacks (said only when the error
+/// `blames_ours`, a Capsule interface).
+pub fn version_note<'a>(names: impl IntoIterator<Item = &'a str>, blames_ours: bool) -> Option<String> {
     let (major, minor, patch) = PACKAGE_VERSION;
     let ours = format!("{major}.{minor}.{patch}");
     names.into_iter().find_map(|name| {
         let version = name.strip_prefix("capsule:plugin/")?.split_once('@')?.1;
+        // Build metadata does not make another version (semver).
+        let version = version.split_once('+').map_or(version, |(version, _)| version);
         let release = |text: &str| -> Option<(u64, u64, u64)> {
             let mut parts = text.splitn(3, '.').map(str::parse::<u64>);
             Some((parts.next()?.ok()?, parts.next()?.ok()?, parts.next()?.ok()?))
@@ -63,7 +66,9 @@ pub fn version_note<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Stri
                  build it against a {major}.{minor}.x release of the WIT package, or run a Capsule that implements \
                  {version}"
             )),
-            Some(theirs) if theirs > PACKAGE_VERSION => Some(format!(
+            // A later release links unless it needs what is new: say so only when the
+            // error is about one of its Capsule imports.
+            Some(theirs) if theirs > PACKAGE_VERSION && blames_ours => Some(format!(
                 "it was built against capsule:plugin@{version}, later than this host's {ours}: a Capsule that \
                  implements {version} may be needed"
             )),
@@ -82,7 +87,7 @@ mod tests {
 
     #[test]
     fn a_component_built_against_another_release_is_told_so() {
-        let note = |names: &[&str]| version_note(names.iter().copied());
+        let note = |names: &[&str]| version_note(names.iter().copied(), true);
         assert_eq!(note(&["wasi:cli/stdin@0.2.0", "capsule:plugin/tools@0.1.0"]), None);
         let other = note(&["capsule:plugin/host@0.2.0"]).unwrap();
         assert!(other.contains("capsule:plugin@0.2.0") && other.contains("implements capsule:plugin@0.1.0"), "{other}");
@@ -91,5 +96,9 @@ mod tests {
         assert!(later.contains("later than this host's 0.1.0"), "{later}");
         assert!(note(&["capsule:plugin/tools@0.1.0-rc.1"]).unwrap().contains("a pre-release"));
         assert_eq!(note(&["capsule:plugin/tools"]), None, "no version: nothing to say");
+        assert_eq!(note(&["capsule:plugin/tools@0.1.0+build7"]), None, "build metadata");
+        let elsewhere = version_note(["capsule:plugin/host@0.1.5", "wasi:keyvalue/store@0.2.0-draft"], false);
+        assert_eq!(elsewhere, None, "a later release failing for another import is not blamed");
+        assert!(version_note(["capsule:plugin/host@0.2.0"], false).is_some(), "another series always is");
     }
 }

@@ -224,17 +224,19 @@ fn optional<I>(
 }
 
 /// [`bindings::version_note`] for a compiled component's imports and exports.
-pub(super) fn version_note(component: &Component, engine: &wasmtime::Engine) -> Option<String> {
+pub(super) fn version_note(component: &Component, engine: &wasmtime::Engine, blames_ours: bool) -> Option<String> {
     let ty = component.component_type();
     let imports = ty.imports(engine).map(|(name, _)| name.to_owned());
     let names: Vec<String> = imports.chain(ty.exports(engine).map(|(name, _)| name.to_owned())).collect();
-    bindings::version_note(names.iter().map(String::as_str))
+    bindings::version_note(names.iter().map(String::as_str), blames_ours)
 }
 
 /// `reason` (an error linking or looking into `component`), led by what the component's
 /// package version says of it, if anything.
 pub(super) fn with_version_note(component: &Component, engine: &wasmtime::Engine, reason: String) -> String {
-    match version_note(component, engine) {
+    // wasmtime's link error names the import it could not satisfy.
+    let blames_ours = reason.contains("`capsule:plugin/");
+    match version_note(component, engine, blames_ours) {
         Some(note) => format!("{note} ({reason})"),
         None => reason,
     }
@@ -277,7 +279,7 @@ impl Plugin {
             && plugin.prompts.is_none()
             && plugin.completion.is_none()
         {
-            let why = version_note(&plugin.component, &plugin.sandbox.runtime.engine)
+            let why = version_note(&plugin.component, &plugin.sandbox.runtime.engine, true)
                 .unwrap_or_else(|| "was it built against the Capsule WIT package?".into());
             return Err(LoadError::NoExports { plugin: name.to_owned(), why });
         }

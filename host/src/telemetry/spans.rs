@@ -163,11 +163,18 @@ impl SpanRecorder {
         if !live.sampled {
             return;
         }
+        let metadata = event.metadata();
+        // A plugin's own error record is its word, not the request's outcome. Judged before
+        // the event limit, so that a span filled with a plugin's records still takes the
+        // host's error.
+        let error = *metadata.level() == Level::ERROR && metadata.target() != super::PLUGIN_LOG;
         if live.record.events.len() >= self.limits.events {
             live.record.dropped_events += 1;
+            if error && live.record.status == Status::Unset {
+                live.record.status = Status::Error(String::new());
+            }
             return;
         }
-        let metadata = event.metadata();
         let mut fields = EventFields {
             event: otlp::Event {
                 time: now(),
@@ -181,11 +188,7 @@ impl SpanRecorder {
             limit: self.limits.attributes,
         };
         event.record(&mut fields);
-        // A plugin's own error record is its word, not the request's outcome.
-        if *metadata.level() == Level::ERROR
-            && live.record.status == Status::Unset
-            && metadata.target() != super::PLUGIN_LOG
-        {
+        if error && live.record.status == Status::Unset {
             live.record.status = Status::Error(fields.event.name.clone());
         }
         live.record.events.push(fields.event);
