@@ -71,9 +71,6 @@ fn is_array(raw: Option<&RawValue>) -> bool {
     raw.is_some_and(|raw| raw.get().starts_with('['))
 }
 
-/// Parse a request's params into the type its method takes (absent params read as `{}`).
-/// A `_meta` that is not an object is named as such: a 2026-07-28 request then lacks its
-/// required fields, which its transport answers with 400.
 /// Whether a list request's params name a cursor (a later page).
 fn has_cursor(raw: Option<&RawValue>) -> bool {
     #[derive(Deserialize)]
@@ -85,6 +82,9 @@ fn has_cursor(raw: Option<&RawValue>) -> bool {
         .is_some_and(|p| p.cursor.is_some_and(|c| c.get() != "null"))
 }
 
+/// Parse a request's params into the type its method takes (absent params read as `{}`).
+/// A `_meta` that is not an object is named as such: a 2026-07-28 request then lacks its
+/// required fields, which its transport answers with 400.
 fn params<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<T, ErrorData> {
     if is_array(raw) {
         return Err(by_position(false));

@@ -229,7 +229,8 @@ pub fn channel(
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let stop = cancelled.clone();
-    let span = tracing::Span::current();
+    let events = RequestEvents::new(principal, plugin, Some(tx), cancelled, changed.clone());
+    let span = events.span.clone();
     let forward = async move {
         while let Some(event) = rx.recv().await {
             // Nothing more goes out for a cancelled request (MUST on 2026-07-28 stdio): what
@@ -260,7 +261,6 @@ pub fn channel(
             }
         }
     };
-    let events = RequestEvents::new(principal, plugin, Some(tx), cancelled, changed.clone());
     (Arc::new(events), changed, Some(forward))
 }
 

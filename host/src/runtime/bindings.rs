@@ -81,6 +81,17 @@ pub fn version_note<'a>(names: impl IntoIterator<Item = &'a str>, blames_ours: b
     })
 }
 
+/// `reason` (an error linking or looking into a component whose imports and exports are
+/// `names`), led by what its package version says of it, if anything.
+pub fn with_version_note<'a>(names: impl IntoIterator<Item = &'a str>, reason: String) -> String {
+    // wasmtime's link error names the import it could not satisfy.
+    let blames_ours = reason.contains("`capsule:plugin/");
+    match version_note(names, blames_ours) {
+        Some(note) => format!("{note} ({reason})"),
+        None => reason,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -314,15 +314,14 @@ impl PluginRuntime {
     pub fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
         let component = self.compile(name, bytes)?;
         let engine = &self.inner.engine;
-        let ty = component.component_type();
-        let imports = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
-        let exports = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        let (imports, exports) = super::plugin::interface_names(&component, engine);
+        let names = || imports.iter().chain(&exports).map(String::as_str);
         let link_error = self
             .inner
             .linker
             .instantiate_pre(&component)
             .err()
-            .map(|e| super::plugin::with_version_note(&component, engine, format!("{e:#}")));
+            .map(|e| super::bindings::with_version_note(names(), format!("{e:#}")));
         Ok(Inspection { sha256: digest(bytes), imports, exports, link_error })
     }
 

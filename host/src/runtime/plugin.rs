@@ -223,23 +223,18 @@ fn optional<I>(
     })
 }
 
-/// [`bindings::version_note`] for a compiled component's imports and exports.
-pub(super) fn version_note(component: &Component, engine: &wasmtime::Engine, blames_ours: bool) -> Option<String> {
+/// A compiled component's import and export names.
+pub(super) fn interface_names(component: &Component, engine: &wasmtime::Engine) -> (Vec<String>, Vec<String>) {
     let ty = component.component_type();
-    let imports = ty.imports(engine).map(|(name, _)| name.to_owned());
-    let names: Vec<String> = imports.chain(ty.exports(engine).map(|(name, _)| name.to_owned())).collect();
-    bindings::version_note(names.iter().map(String::as_str), blames_ours)
+    let imports = ty.imports(engine).map(|(name, _)| name.to_owned()).collect();
+    let exports = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    (imports, exports)
 }
 
-/// `reason` (an error linking or looking into `component`), led by what the component's
-/// package version says of it, if anything.
-pub(super) fn with_version_note(component: &Component, engine: &wasmtime::Engine, reason: String) -> String {
-    // wasmtime's link error names the import it could not satisfy.
-    let blames_ours = reason.contains("`capsule:plugin/");
-    match version_note(component, engine, blames_ours) {
-        Some(note) => format!("{note} ({reason})"),
-        None => reason,
-    }
+/// [`bindings::with_version_note`] for a compiled component.
+fn with_version_note(component: &Component, engine: &wasmtime::Engine, reason: String) -> String {
+    let (imports, exports) = interface_names(component, engine);
+    bindings::with_version_note(imports.iter().chain(&exports).map(String::as_str), reason)
 }
 
 impl Plugin {
@@ -279,7 +274,8 @@ impl Plugin {
             && plugin.prompts.is_none()
             && plugin.completion.is_none()
         {
-            let why = version_note(&plugin.component, &plugin.sandbox.runtime.engine, true)
+            let (imports, exports) = interface_names(&plugin.component, &plugin.sandbox.runtime.engine);
+            let why = bindings::version_note(imports.iter().chain(&exports).map(String::as_str), true)
                 .unwrap_or_else(|| "was it built against the Capsule WIT package?".into());
             return Err(LoadError::NoExports { plugin: name.to_owned(), why });
         }

@@ -36,15 +36,22 @@ pub fn is_preflight(request: &Request) -> bool {
 /// page may `GET` it, with the headers it asked for (a browser client's discovery may send
 /// `MCP-Protocol-Version`, which needs a preflight).
 pub fn public_preflight(asked: &HeaderMap) -> Response {
+    let vary = HeaderValue::from_static("Access-Control-Request-Method, Access-Control-Request-Headers");
+    allowing(HeaderValue::from_static("*"), HeaderValue::from_static("GET, HEAD"), asked, vary)
+}
+
+/// `204` letting `origin` use `methods` with the headers `asked` names, for as long as a
+/// browser may reuse it, its answer varying by `vary`.
+fn allowing(origin: HeaderValue, methods: HeaderValue, asked: &HeaderMap, vary: HeaderValue) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
-    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    headers.insert(ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, HEAD"));
+    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(ACCESS_CONTROL_ALLOW_METHODS, methods);
     if let Some(names) = asked.get(ACCESS_CONTROL_REQUEST_HEADERS) {
         headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, names.clone());
     }
     headers.insert(ACCESS_CONTROL_MAX_AGE, MAX_AGE);
-    headers.insert(VARY, HeaderValue::from_static("Access-Control-Request-Method, Access-Control-Request-Headers"));
+    headers.insert(VARY, vary);
     response
 }
 
@@ -63,20 +70,10 @@ pub fn readable(origin: Option<HeaderValue>, mut response: Response) -> Response
 /// and the headers asked for (the endpoint judges each header itself when the request
 /// comes, and `Mcp-Param-*` names are the tool's own).
 pub fn preflight(origin: HeaderValue, asked: &HeaderMap) -> Response {
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    let headers = response.headers_mut();
-    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    headers.insert(ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, DELETE"));
-    if let Some(names) = asked.get(ACCESS_CONTROL_REQUEST_HEADERS) {
-        headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, names.clone());
-    }
+    let vary = HeaderValue::from_static("Origin, Access-Control-Request-Method, Access-Control-Request-Headers");
+    let mut response = allowing(origin, HeaderValue::from_static("GET, POST, DELETE"), asked, vary);
     if asked.get(REQUEST_PRIVATE_NETWORK).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true")) {
-        headers.insert(ALLOW_PRIVATE_NETWORK, HeaderValue::from_static("true"));
+        response.headers_mut().insert(ALLOW_PRIVATE_NETWORK, HeaderValue::from_static("true"));
     }
-    headers.insert(ACCESS_CONTROL_MAX_AGE, MAX_AGE);
-    headers.insert(
-        VARY,
-        HeaderValue::from_static("Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
-    );
     response
 }
