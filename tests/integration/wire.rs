@@ -564,6 +564,21 @@ async fn stateless_requests_are_refused_when_headers_or_framing_are_wrong() {
         .await
         .unwrap();
     assert_eq!(json_only.status(), 406);
+    // What curl and Postman send covers both types (RFC 9110); a type refused by name is not.
+    for (accept, status) in [("*/*", 200), ("application/*, text/*", 200), ("application/json;q=0, */*", 406)] {
+        let answered = http
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-protocol-version", META_2026)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "add")
+            .body(call.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answered.status(), status, "{accept}");
+    }
     let rebound = http
         .post(&server.url)
         .header("host", "attacker.example")

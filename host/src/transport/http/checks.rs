@@ -248,9 +248,9 @@ impl Origin {
     }
 }
 
-/// The media types an `Accept` header lists (without parameters), leaving out those refused
-/// with `q=0`.
-fn accepted(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+/// The media ranges an `Accept` header lists (without parameters), each with whether it
+/// is refused (`q=0`).
+fn ranges(headers: &HeaderMap) -> impl Iterator<Item = (&str, bool)> {
     headers
         .get_all(ACCEPT)
         .iter()
@@ -265,13 +265,34 @@ fn accepted(headers: &HeaderMap) -> impl Iterator<Item = &str> {
                     name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
                 })
             });
-            (!essence.is_empty() && !refused).then_some(essence)
+            (!essence.is_empty()).then_some((essence, refused))
         })
 }
 
-/// Whether the client accepts every one of `types` (lowercase).
+/// How specifically the range `listed` names the media type `wanted` (`type/subtype`):
+/// 2 by name, 1 by `type/*`, 0 by `*/*`, none if it does not.
+fn specificity(listed: &str, wanted: &str) -> Option<u8> {
+    let (kind, _) = wanted.split_once('/')?;
+    if listed.eq_ignore_ascii_case(wanted) {
+        return Some(2);
+    }
+    match listed.split_once('/')? {
+        ("*", "*") => Some(0),
+        (listed_kind, "*") if listed_kind.eq_ignore_ascii_case(kind) => Some(1),
+        _ => None,
+    }
+}
+
+/// Whether the client accepts every one of `types`: each is named by the most specific
+/// range that matches it (RFC 9110, section 12.5.1: `application/json` before
+/// `application/*` before `*/*`), and that range is not refused with `q=0`.
 pub fn accepts(headers: &HeaderMap, types: &[&str]) -> bool {
-    types.iter().all(|wanted| accepted(headers).any(|listed| listed.eq_ignore_ascii_case(wanted)))
+    types.iter().all(|wanted| {
+        let best = ranges(headers)
+            .filter_map(|(listed, refused)| Some((specificity(listed, wanted)?, refused)))
+            .max_by_key(|(specific, refused)| (*specific, *refused));
+        best.is_some_and(|(_, refused)| !refused)
+    })
 }
 
 /// A header came more than once where it may come once at most.
@@ -435,7 +456,24 @@ mod tests {
                 "{refused}"
             );
         }
-        assert!(!accepts(&headers(&[("accept", "*/*")]), &["application/json"]));
+        // Wildcards name what they cover (RFC 9110), the most specific range deciding.
+        let both = ["application/json", "text/event-stream"];
+        for listed in ["*/*", "*/*;q=0.1", "application/*, text/*", "application/json, text/*;q=0.5", "text/html, */*"]
+        {
+            assert!(accepts(&headers(&[("accept", listed)]), &both), "{listed}");
+        }
+        for listed in [
+            "application/*",
+            "text/*",
+            "application/json;q=0, */*",
+            "*/*;q=0, application/json",
+            "application/jsonx, text/event-streamx",
+            "*, json",
+        ] {
+            assert!(!accepts(&headers(&[("accept", listed)]), &both), "{listed}");
+        }
+        assert!(!accepts(&headers(&[]), &both));
+        assert!(accepts(&headers(&[("accept", "text/*")]), &["text/event-stream"]));
         assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));
         assert!(!is_json(&headers(&[("content-type", "application/json"), ("content-type", "text/plain")])));
