@@ -800,6 +800,7 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
         };
         std::process::exit(code);
     });
+    reload_on_hangup(tenants.clone(), &shutdown)?;
     if args.stdio {
         let tenant = match args.tenant.as_deref() {
             Some(id) => tenants.get(id)?,
@@ -847,6 +848,31 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
         served = crate::transport::http::serve(tenants, args.listen, options, shutdown) => served.map(|()| Ended::Done),
         failed = loaded => Err(failed),
     }
+}
+
+/// SIGHUP reads the configuration and every plugin source again, as `POST
+/// /admin/tenants/reload` does (what an operator running `--no-watch` has, and what daemons
+/// do on it), rather than ending the process, which is its default.
+fn reload_on_hangup(tenants: std::sync::Arc<Tenants>, shutdown: &CancellationToken) -> Result<()> {
+    let mut hangup =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        while shutdown.run_until_cancelled(hangup.recv()).await.flatten().is_some() {
+            tracing::info!("SIGHUP: reading the configuration and every plugin source again");
+            let statuses = tenants.reload().await;
+            let plugins = statuses.iter().flat_map(|status| &status.plugins);
+            let (served, failed) = plugins.fold((0, 0), |(served, failed), plugin| {
+                (served + usize::from(plugin.serving.is_some()), failed + usize::from(plugin.last_error.is_some()))
+            });
+            let refused = statuses.iter().filter(|status| status.policy_error.is_some()).count();
+            tracing::info!(
+                "reloaded: {} tenants, {served} plugins served, {failed} with an error, {refused} policies refused",
+                statuses.len()
+            );
+        }
+    });
+    Ok(())
 }
 
 /// `capsule plugin new`.

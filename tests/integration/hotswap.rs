@@ -680,3 +680,36 @@ fn lists_that_waited_for_the_first_load_are_not_announced_again() {
     stdio.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGHUP reads every plugin source again, as the admin reload does: a server that does not
+/// watch picks up a plugin added since, and goes on serving rather than ending (SIGHUP's
+/// default).
+#[tokio::test]
+async fn sighup_reads_the_plugins_again() {
+    let dir = scratch_dir("sighup");
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("calc.wasm")).unwrap();
+    let server = Server::http(&["--plugins", dir.to_str().unwrap(), "--no-watch"]);
+    let names = async || {
+        let tools = Client::new(&server.url).modern(1, "tools/list", json!({}), json!({})).await;
+        let tools = tools.response(1)["result"]["tools"].as_array().cloned().unwrap_or_default();
+        tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect::<Vec<_>>()
+    };
+    assert!(names().await.contains(&"add".to_owned()));
+    std::fs::copy(plugins().join("textkit.wasm"), dir.join("textkit.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!names().await.iter().any(|n| n == "text_stats"), "the server watched after all");
+
+    let sent = std::process::Command::new("kill").args(["-HUP", &server.pid().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !names().await.iter().any(|n| n == "text_stats") {
+        assert!(Instant::now() < deadline, "SIGHUP did not load textkit:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reply = Client::new(&server.url)
+        .modern(2, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}}), json!({}))
+        .await;
+    assert_eq!(first_text(&reply.response(2)["result"]), "5", "{}", reply.body);
+    assert!(server.log().contains("SIGHUP: reading the configuration"), "{}", server.log());
+    assert!(server.log().contains("reloaded: 1 tenants, 2 plugins served"), "{}", server.log());
+}
