@@ -736,6 +736,20 @@ async fn unknown_revisions_are_refused_with_the_supported_ones() {
     legacy.version = "1999-01-01".into();
     let reply = legacy.post(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).await;
     assert_eq!((reply.status, reply.response(4)["error"]["code"].clone()), (400, json!(-32022)), "{}", reply.body);
+    // Such a request is no 2026-07-28 one: an id that cannot be read is null (JSON-RPC), not
+    // left out, and an answer to a server's request is refused for its revision.
+    let broken = legacy.post_raw(r#"{"jsonrpc":"2.0","id":5,"method":"ping""#, &[]).await;
+    assert_eq!(broken.status, 400, "{}", broken.body);
+    assert_eq!(
+        (&broken.messages[0]["error"]["code"], broken.messages[0].get("id")),
+        (&json!(-32700), Some(&json!(null)))
+    );
+    let answer = legacy.post(&json!({"jsonrpc": "2.0", "id": "x", "result": {}})).await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert_eq!(
+        (&answer.messages[0]["error"]["code"], answer.messages[0].get("id")),
+        (&json!(-32022), Some(&json!(null)))
+    );
     let get = |version: &'static str| {
         let (session, url) = (legacy.session.clone().unwrap(), server.url.clone());
         async move {

@@ -210,9 +210,15 @@ pub fn without_bom(bytes: &[u8]) -> &[u8] {
 /// Read a body or line.
 pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Refusal> {
     let bytes = without_bom(bytes);
+    // JSON text is UTF-8 (RFC 8259, section 8.1) all through: serde checks only the strings
+    // it reads, and would take invalid bytes in a member it skips.
+    if let Err(e) = std::str::from_utf8(bytes) {
+        let error = format!("Parse error: invalid UTF-8 at byte {}", e.valid_up_to());
+        return Err(Refusal { id: None, error: ErrorData::parse_error(error, None) });
+    }
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
-        let batch: Batch = serde_json::from_slice(bytes).map_err(parse_error)?;
+        let batch: Batch = serde_json::from_slice(bytes).map_err(|e| parse_error(e, bytes))?;
         if batch.len == 0 {
             return Err(Refusal::invalid(None, "Invalid Request: empty batch"));
         }
@@ -221,11 +227,18 @@ pub fn read(bytes: &[u8]) -> Result<Incoming<'_>, Refusal> {
     message(bytes).map(Incoming::Single)
 }
 
-fn parse_error(e: serde_json::Error) -> Refusal {
-    match e.classify() {
-        serde_json::error::Category::Data => Refusal::invalid(None, format!("Invalid Request: {e}")),
-        _ => Refusal { id: None, error: ErrorData::parse_error(format!("Parse error: {e}"), None) },
-    }
+/// The refusal of `bytes`, which serde could not read as it was asked to (`e`): a field of
+/// the wrong type is an invalid request only if the text is JSON all through; serde stops at
+/// the first mismatch, before a syntax error further on.
+fn parse_error(e: serde_json::Error, bytes: &[u8]) -> Refusal {
+    let syntax = match e.classify() {
+        serde_json::error::Category::Data => match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => return Refusal::invalid(None, format!("Invalid Request: {e}")),
+            Err(syntax) => syntax,
+        },
+        _ => e,
+    };
+    Refusal { id: None, error: ErrorData::parse_error(format!("Parse error: {syntax}"), None) }
 }
 
 /// Read one message (a whole body or line, or a batch element).
@@ -234,13 +247,13 @@ fn message(bytes: &[u8]) -> Result<Message<'_>, Refusal> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
             Ok(_) => Err(Refusal::invalid(None, "Invalid Request: expected a JSON-RPC object")),
-            Err(e) => Err(parse_error(e)),
+            Err(e) => Err(parse_error(e, bytes)),
         };
     }
     let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| {
         // A field of the wrong type (`"method": 5`): the answer still names the request, if
         // its id can be read.
-        let mut refusal = parse_error(e);
+        let mut refusal = parse_error(e, bytes);
         if refusal.error.code == ErrorCode::INVALID_REQUEST {
             refusal.id = serde_json::from_slice::<IdOnly>(bytes).ok().and_then(|only| only.id);
         }
@@ -469,6 +482,14 @@ mod tests {
         assert_eq!(code(read(b"[]").err().unwrap()).1, -32600);
         let not_utf8 = read(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err().unwrap();
         assert_eq!(code(not_utf8), (None, -32700));
+        // Invalid UTF-8 where serde would skip it; broken JSON after a field of the wrong type.
+        let skipped = read(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\xff\xfe\"}").err().unwrap();
+        assert_eq!(code(skipped), (None, -32700));
+        for broken in [r#"{"jsonrpc":2,"id":1,"method":"ping""#, r#"{"jsonrpc":"2.0","id":1,"method":5}x"#] {
+            assert_eq!(code(single(broken).unwrap_err()), (None, -32700), "{broken}");
+        }
+        let Err(in_batch) = read(br#"[{"jsonrpc":2}, {"#) else { panic!("a broken batch") };
+        assert_eq!(code(in_batch), (None, -32700));
         // A leading byte order mark is ignored; one anywhere else is a character like any other.
         assert!(matches!(
             read(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
-use rmcp::model::{ErrorCode, ProtocolVersion};
+use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::super::jsonrpc::{self, Incoming, Message, Refusal};
+use super::super::jsonrpc::{self, Incoming, Message};
 use super::exchange::{self, Answer, OnDrop, json};
 use super::headers;
 use super::legacy::Caller;
@@ -26,35 +26,37 @@ pub async fn serve(
     body: &[u8],
     (shutdown, caller, auth): (&CancellationToken, &Caller, Option<&Arc<Authenticator>>),
 ) -> Response {
+    // A revision this server does not know is refused first: the error names the ones it
+    // does, whatever else the request gets wrong. It is none of 2026-07-28's, so its errors
+    // follow JSON-RPC's own rule: an id that could not be read is `null`, not left out.
+    let unsupported = unknown_version(declared)
+        .map(|unknown| ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS));
+    let refuse = |id: Option<&RequestId>, error: &ErrorData| {
+        let body = match unsupported {
+            Some(_) => jsonrpc::error(id, error),
+            None => jsonrpc::modern_error(id, error),
+        };
+        json(StatusCode::BAD_REQUEST, body)
+    };
     let message = match jsonrpc::read(body) {
         Ok(Incoming::Single(message)) => message,
         Ok(Incoming::Batch(_)) => {
             let refused = jsonrpc::batch_refused(None, "request");
-            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(None, &refused));
+            return refuse(None, unsupported.as_ref().unwrap_or(&refused));
         }
-        Err(refusal) => {
-            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(refusal.id.as_ref(), &refusal.error));
-        }
+        Err(refusal) => return refuse(refusal.id.as_ref(), &refusal.error),
     };
     let (id, method, params) = match message {
         Message::Request { id, method, params } => (Some(id), method, params),
         Message::Notification { method, params } => (None, method, params),
         Message::Response { .. } => {
-            let refusal = Refusal {
-                id: None,
-                error: ErrorData::invalid_request(
-                    "a 2026-07-28 server sends no requests, so it takes no responses",
-                    None,
-                ),
-            };
-            return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(refusal.id.as_ref(), &refusal.error));
+            let refused =
+                ErrorData::invalid_request("a 2026-07-28 server sends no requests, so it takes no responses", None);
+            return refuse(None, unsupported.as_ref().unwrap_or(&refused));
         }
     };
-    // A revision this server does not know is refused first: the error names the ones it
-    // does, whatever else the request gets wrong.
-    if let Some(unknown) = unknown_version(declared) {
-        let error = ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS);
-        return json(StatusCode::BAD_REQUEST, jsonrpc::modern_error(id.as_ref(), &error));
+    if let Some(error) = &unsupported {
+        return refuse(id.as_ref(), error);
     }
     if let Err(reason) = headers::check(headers, &method, params, id.is_some()) {
         let error = ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None);
