@@ -728,6 +728,9 @@ fn raise_open_file_limit() {
 }
 
 async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
+    // Taken first: a SIGHUP sent while the server starts waits for the reload loop rather
+    // than ending the process.
+    let hangups = hangups()?;
     raise_open_file_limit();
     let (runtime, config, configuration) = prepare(&args)?;
     let codec = state_codec(args.state_key_file.as_deref())?;
@@ -800,7 +803,9 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
         };
         std::process::exit(code);
     });
-    reload_on_hangup(tenants.clone(), &shutdown)?;
+    if let Some(hangups) = hangups {
+        reload_on_hangup(hangups, tenants.clone(), &shutdown);
+    }
     if args.stdio {
         let tenant = match args.tenant.as_deref() {
             Some(id) => tenants.get(id)?,
@@ -850,15 +855,33 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
     }
 }
 
+/// The SIGHUPs the server is sent, unless it was started with SIGHUP ignored (`nohup`, so
+/// that a closed terminal leaves it be): a handler would override that wish.
+fn hangups() -> Result<Option<tokio::signal::unix::Signal>> {
+    // SAFETY: with no new action, `sigaction` only reads the current one into `current`.
+    let ignored = unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGHUP, std::ptr::null(), &raw mut current) == 0 && current.sa_sigaction == libc::SIG_IGN
+    };
+    if ignored {
+        tracing::debug!("SIGHUP is ignored (nohup): it does not reload");
+        return Ok(None);
+    }
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    hangups.map(Some).context("cannot listen for SIGHUP")
+}
+
 /// SIGHUP reads the configuration and every plugin source again, as `POST
 /// /admin/tenants/reload` does (what an operator running `--no-watch` has, and what daemons
 /// do on it), rather than ending the process, which is its default.
-fn reload_on_hangup(tenants: std::sync::Arc<Tenants>, shutdown: &CancellationToken) -> Result<()> {
-    let mut hangup =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
+    tenants: std::sync::Arc<Tenants>,
+    shutdown: &CancellationToken,
+) {
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        while shutdown.run_until_cancelled(hangup.recv()).await.flatten().is_some() {
+        while shutdown.run_until_cancelled(hangups.recv()).await.flatten().is_some() {
             tracing::info!("SIGHUP: reading the configuration and every plugin source again");
             let statuses = tenants.reload().await;
             let plugins = statuses.iter().flat_map(|status| &status.plugins);
@@ -872,7 +895,6 @@ fn reload_on_hangup(tenants: std::sync::Arc<Tenants>, shutdown: &CancellationTok
             );
         }
     });
-    Ok(())
 }
 
 /// `capsule plugin new`.

@@ -106,8 +106,26 @@ impl Server {
     }
 
     pub fn starting_with_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(Command::new(env!("CARGO_BIN_EXE_capsule")), dir, args, env)
+    }
+
+    /// [`Server::http`] started as `nohup` starts a program: with SIGHUP ignored.
+    pub fn http_ignoring_hangups(args: &[&str]) -> Server {
+        let mut command = Command::new("sh");
+        command.args(["-c", "trap '' HUP; exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_capsule")]);
+        let server = Server::spawn(command, &std::env::current_dir().expect("working directory"), args, &[]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !is_ready(&server.log()) {
+            assert!(Instant::now() < deadline, "capsule never loaded its plugins; its log:\n{}", server.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server
+    }
+
+    /// Start `command` (capsule, or what runs it) as `capsule serve` with `args`.
+    fn spawn(mut command: Command, dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_capsule"))
+        let mut child = command
             .current_dir(dir)
             .arg("serve")
             .args(listen)

@@ -750,6 +750,20 @@ async fn unknown_revisions_are_refused_with_the_supported_ones() {
         (&answer.messages[0]["error"]["code"], answer.messages[0].get("id")),
         (&json!(-32022), Some(&json!(null)))
     );
+    // The revision is refused before whatever else the request gets wrong.
+    let old = legacy.post(&json!({"jsonrpc": "1.0", "id": 5, "method": "ping"})).await;
+    assert_eq!(
+        (&old.messages[0]["error"]["code"], &old.messages[0]["id"]),
+        (&json!(-32022), &json!(5)),
+        "{}",
+        old.body
+    );
+    // A revision dated after 2026-07-28 most likely keeps its rule: an unread id is left out.
+    let later =
+        client.post_raw(r#"{"jsonrpc":"2.0","id":5,"method":"ping""#, &[("mcp-protocol-version", "2099-01-01")]);
+    let later = later.await;
+    assert_eq!((later.status, &later.messages[0]["error"]["code"]), (400, &json!(-32700)), "{}", later.body);
+    assert!(later.messages[0].get("id").is_none(), "{}", later.body);
     let get = |version: &'static str| {
         let (session, url) = (legacy.session.clone().unwrap(), server.url.clone());
         async move {

@@ -249,7 +249,9 @@ impl Origin {
 }
 
 /// The media ranges an `Accept` header lists (without parameters), each with whether it
-/// is refused (`q=0`).
+/// is refused (`q=0`). A range refused with parameters of its own (`text/event-stream;
+/// level=1;q=0`) refuses only representations with them, which Capsule never sends: it is
+/// left out.
 fn ranges(headers: &HeaderMap) -> impl Iterator<Item = (&str, bool)> {
     headers
         .get_all(ACCEPT)
@@ -259,13 +261,17 @@ fn ranges(headers: &HeaderMap) -> impl Iterator<Item = (&str, bool)> {
         .filter_map(|entry| {
             let mut parts = entry.split(';');
             let essence = parts.next().unwrap_or_default().trim();
-            // Parameter names are case-insensitive (RFC 9110, section 5.6.6): `Q=0` too.
-            let refused = parts.any(|p| {
-                p.split_once('=').is_some_and(|(name, q)| {
-                    name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
-                })
-            });
-            (!essence.is_empty()).then_some((essence, refused))
+            let (mut refused, mut narrowed) = (false, false);
+            for (name, value) in parts.filter_map(|p| p.split_once('=')) {
+                // Parameter names are case-insensitive (RFC 9110, section 5.6.6): `Q=0` too.
+                if name.trim().eq_ignore_ascii_case("q") {
+                    refused = value.trim().parse::<f32>().is_ok_and(|q| q == 0.0);
+                } else {
+                    narrowed = true;
+                }
+            }
+            let refuses_nothing_sent = refused && narrowed;
+            (!essence.is_empty() && !refuses_nothing_sent).then_some((essence, refused))
         })
 }
 
@@ -290,7 +296,8 @@ pub fn accepts(headers: &HeaderMap, types: &[&str]) -> bool {
     types.iter().all(|wanted| {
         let best = ranges(headers)
             .filter_map(|(listed, refused)| Some((specificity(listed, wanted)?, refused)))
-            .max_by_key(|(specific, refused)| (*specific, *refused));
+            // Of two ranges as specific, the one that accepts.
+            .max_by_key(|(specific, refused)| (*specific, !*refused));
         best.is_some_and(|(_, refused)| !refused)
     })
 }
@@ -473,6 +480,15 @@ mod tests {
             assert!(!accepts(&headers(&[("accept", listed)]), &both), "{listed}");
         }
         assert!(!accepts(&headers(&[]), &both));
+        // A refusal with parameters of its own covers none of Capsule's answers; of two
+        // ranges as specific, the accepting one decides.
+        for listed in [
+            "application/json, text/event-stream;level=1;q=0, text/event-stream",
+            "application/json, text/event-stream, application/json;q=0",
+            "application/json, text/event-stream;charset=utf-8",
+        ] {
+            assert!(accepts(&headers(&[("accept", listed)]), &both), "{listed}");
+        }
         assert!(accepts(&headers(&[("accept", "text/*")]), &["text/event-stream"]));
         assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));

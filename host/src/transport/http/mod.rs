@@ -317,6 +317,16 @@ fn known(version: &str) -> bool {
     ProtocolVersion::KNOWN_VERSIONS.iter().any(|v| v.as_str() == version)
 }
 
+/// Whether an error to a POST declaring `version` leaves out an id it could not read
+/// (2026-07-28's schema types an id a string or an integer) rather than sending `null`
+/// (JSON-RPC's rule, and every earlier revision's): for 2026-07-28, and for an unknown
+/// revision dated after it, whose rules most likely follow it.
+fn omits_unread_ids(version: &str) -> bool {
+    let dated = version.len() == 10
+        && version.bytes().enumerate().all(|(at, b)| if at == 4 || at == 7 { b == b'-' } else { b.is_ascii_digit() });
+    dated && version >= ProtocolVersion::V_2026_07_28.as_str()
+}
+
 /// `/mcp`: the tenant whose host name the request names; on a server with only the default
 /// tenant, that one.
 async fn by_host(State(door): State<Arc<FrontDoor>>, request: Request) -> Response {
@@ -492,7 +502,7 @@ async fn serve_body(
     let (parts, body) = request.into_parts();
     let limit = door.options.max_body_bytes;
     // A body that cannot be read has no id to echo: a 2026-07-28 client gets none at all.
-    let unread = |error| match modern.is_some() || unknown.is_some() {
+    let unread = |error| match modern.as_deref().or(unknown.as_deref()).is_some_and(omits_unread_ids) {
         true => jsonrpc::modern_error(None, &error),
         false => jsonrpc::error(None, &error),
     };

@@ -27,14 +27,15 @@ pub async fn serve(
     (shutdown, caller, auth): (&CancellationToken, &Caller, Option<&Arc<Authenticator>>),
 ) -> Response {
     // A revision this server does not know is refused first: the error names the ones it
-    // does, whatever else the request gets wrong. It is none of 2026-07-28's, so its errors
-    // follow JSON-RPC's own rule: an id that could not be read is `null`, not left out.
+    // does, whatever else the request gets wrong, unless it is no JSON at all. Unless it is
+    // dated after 2026-07-28, its errors follow JSON-RPC's own rule: an id that could not be
+    // read is `null`, not left out.
     let unsupported = unknown_version(declared)
         .map(|unknown| ErrorData::unsupported_protocol_version(unknown, ProtocolVersion::KNOWN_VERSIONS));
     let refuse = |id: Option<&RequestId>, error: &ErrorData| {
-        let body = match unsupported {
-            Some(_) => jsonrpc::error(id, error),
-            None => jsonrpc::modern_error(id, error),
+        let body = match super::omits_unread_ids(declared) {
+            true => jsonrpc::modern_error(id, error),
+            false => jsonrpc::error(id, error),
         };
         json(StatusCode::BAD_REQUEST, body)
     };
@@ -44,7 +45,13 @@ pub async fn serve(
             let refused = jsonrpc::batch_refused(None, "request");
             return refuse(None, unsupported.as_ref().unwrap_or(&refused));
         }
-        Err(refusal) => return refuse(refusal.id.as_ref(), &refusal.error),
+        Err(refusal) => {
+            let error = match &unsupported {
+                Some(unsupported) if refusal.error.code != ErrorCode::PARSE_ERROR => unsupported,
+                _ => &refusal.error,
+            };
+            return refuse(refusal.id.as_ref(), error);
+        }
     };
     let (id, method, params) = match message {
         Message::Request { id, method, params } => (Some(id), method, params),
