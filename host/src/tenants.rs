@@ -529,7 +529,7 @@ fn read_each(config: &TenantsConfig, had_file: &BTreeSet<String>) -> Result<Read
                 Err(refused) => refusals.push(refused),
             }
         }
-        TenantFile::check_hosts(&tenants)?;
+        TenantFile::check_unshared(&tenants)?;
     }
     // A tenant folder whose file is refused still makes this a server with tenants.
     let with_tenants = !tenants.is_empty() || !refusals.is_empty();

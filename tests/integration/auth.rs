@@ -425,3 +425,46 @@ async fn opaque_tokens_are_introspected_and_revocation_takes_hold() {
     assert!(!log.contains(&token) && !log.contains("capsule-secret"), "a token or secret reached the log:\n{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An authorization server that cannot be asked (nothing listens where it should) is the
+/// server's trouble, not the token's: 503 with `Retry-After`, no `invalid_token` that would
+/// send a client to sign in again, and nothing of the issuer's addresses or answers, which
+/// go to the operator's log instead; for a JWT and, by introspection, an opaque token alike.
+#[tokio::test]
+async fn an_authorization_server_that_cannot_be_asked_is_a_503_that_tells_nothing() {
+    let dir = scratch_dir("auth-unavailable");
+    let (port, gone) = (free_port(), free_port());
+    let issuer = format!("http://127.0.0.1:{gone}");
+    let policy = layout(&dir, port, &issuer);
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    text.push_str(&format!(
+        "[tenants.globex.auth.introspection]\nendpoint = \"{issuer}/introspect\"\n\
+         client_id = \"capsule\"\nclient_secret = {{ env = \"CAPSULE_TEST_INTROSPECTION_SECRET\" }}\n"
+    ));
+    std::fs::write(&policy, text).unwrap();
+    let server = Server::http_with_env(
+        &std::env::current_dir().unwrap(),
+        &["--listen", &format!("127.0.0.1:{port}"), "--config", policy.to_str().unwrap()],
+        &[("CAPSULE_TEST_INTROSPECTION_SECRET", "s3cret")],
+    );
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let acme = format!("http://127.0.0.1:{port}/t/acme/mcp");
+    let claims = format!(r#"{{"iss":"{issuer}","sub":"alice","aud":"{acme}","exp":4102444800}}"#);
+    let jwt = format!("{}.{}.c2lnbmF0dXJl", b64(r#"{"alg":"RS256","kid":"k1"}"#), b64(&claims));
+    let globex = format!("http://127.0.0.1:{port}/t/globex/mcp");
+    for (url, token) in [(&acme, jwt.as_str()), (&globex, "an-opaque-token-0123456789")] {
+        // The second asks within the refetch window, when the failed fetch still stands.
+        for _ in 0..2 {
+            let reply = with_token(url, token).modern(1, "tools/list", json!({}), json!({})).await;
+            assert_eq!(reply.status, 503, "{url}: {}", reply.body);
+            assert_eq!(reply.headers["retry-after"], "30");
+            assert!(reply.headers.get("www-authenticate").is_none());
+            assert!(reply.body.contains("temporarily_unavailable"), "{}", reply.body);
+            assert!(!reply.body.contains(&gone.to_string()), "the issuer's address reached the client: {}", reply.body);
+        }
+    }
+    let log = server.wait_for_log("token introspection failed");
+    assert!(log.contains(&format!("{issuer}/introspect")), "{log}");
+    assert!(log.contains("the keys had before are kept"), "{log}");
+}

@@ -4,18 +4,22 @@
 //! audience, expiry) and reused for a short while, so a revoked token stops working within
 //! that while and a busy client does not cost an authorization-server round trip per request.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
-use super::Claims;
 use super::keys::{IssuerKeys, read_json};
+use super::{AuthError, Claims};
 use crate::policy::{IntrospectionConfig, Secret};
 
 /// Introspections in flight at once: a flood of made-up tokens queues here rather than
 /// becoming a flood at the authorization server.
 const IN_FLIGHT: usize = 8;
+/// The least time between two warnings that the authorization server could not be asked (a
+/// stream of requests while it is down is one warning, the rest at debug).
+const WARN_EVERY: u64 = 10;
 
 /// One tenant's introspection client.
 pub struct Introspector {
@@ -26,6 +30,8 @@ pub struct Introspector {
     cache_for: Duration,
     slots: Semaphore,
     http: reqwest::Client,
+    /// When the last warning was logged, in seconds since the epoch.
+    warned: AtomicU64,
 }
 
 /// An introspection answer (RFC 7662 §2.2): the fields that matter here.
@@ -73,6 +79,7 @@ impl Introspector {
             cache_for: Duration::from_secs(config.cache_s),
             slots: Semaphore::new(IN_FLIGHT),
             http,
+            warned: AtomicU64::new(0),
         })
     }
 
@@ -84,13 +91,14 @@ impl Introspector {
         issuer: &IssuerKeys,
         resource: &str,
         leeway: u64,
-    ) -> Result<Claims, String> {
+    ) -> Result<Claims, AuthError> {
         let endpoint = match &self.endpoint {
             Some(endpoint) => endpoint.as_str(),
-            None => issuer.introspection_endpoint().await.map_err(|e| e.to_string())?,
+            None => issuer.introspection_endpoint().await.map_err(|e| self.unavailable(e.to_string()))?,
         };
         let answer: Answer = {
-            let _slot = self.slots.acquire().await.map_err(|_| "introspection is shut down".to_owned())?;
+            let _slot =
+                self.slots.acquire().await.map_err(|_| AuthError::Invalid("introspection is shut down".into()))?;
             let response = self
                 .http
                 .post(endpoint)
@@ -99,13 +107,11 @@ impl Introspector {
                 .form(&[("token", token), ("token_type_hint", "access_token")])
                 .send()
                 .await
-                .map_err(|e| format!("the authorization server could not be asked: {endpoint}: {e}"))?;
-            read_json(endpoint, response)
-                .await
-                .map_err(|e| format!("the authorization server could not be asked: {e}"))?
+                .map_err(|e| self.unavailable(format!("{endpoint}: {e}")))?;
+            read_json(endpoint, response).await.map_err(|e| self.unavailable(e))?
         };
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        check(&answer, issuer.issuer(), resource, leeway, now)?;
+        check(&answer, issuer.issuer(), resource, leeway, now).map_err(AuthError::Invalid)?;
         let until = answer.exp.unwrap_or(u64::MAX).min(now.saturating_add(self.cache_for.as_secs()));
         Ok(Claims {
             iss: issuer.issuer().to_owned(),
@@ -119,12 +125,30 @@ impl Introspector {
     }
 }
 
+impl Introspector {
+    /// The authorization server could not be asked: why goes to the operator's log (at most
+    /// one warning each [`WARN_EVERY`] seconds), never to the client.
+    fn unavailable(&self, why: String) -> AuthError {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let last = self.warned.load(Ordering::Relaxed);
+        if now >= last + WARN_EVERY
+            && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            tracing::warn!("token introspection failed: {why}");
+        } else {
+            tracing::debug!("token introspection failed: {why}");
+        }
+        AuthError::Unavailable
+    }
+}
+
 /// Whether an answer vouches for the token here and now.
 fn check(answer: &Answer, issuer: &str, resource: &str, leeway: u64, now: u64) -> Result<(), String> {
     if !answer.active {
         return Err("the token is not active (expired, revoked or unknown)".into());
     }
-    if answer.iss.as_deref().is_some_and(|iss| iss.trim_end_matches('/') != issuer.trim_end_matches('/')) {
+    // Exactly the issuer, as a JWT's `iss` must be.
+    if answer.iss.as_deref().is_some_and(|iss| iss != issuer) {
         return Err("the token's issuer is not trusted here".into());
     }
     // An answer that names no audience does not say the token is for us: refused, so a token
@@ -158,7 +182,7 @@ mod tests {
     #[test]
     fn answers_are_held_to_issuer_audience_time_and_type() {
         let check = |json: &str| check(&answer(json), "https://login.example", "https://mcp.example/mcp", 5, 1000);
-        let good = r#"{"active": true, "iss": "https://login.example/", "aud": ["x", "https://mcp.example/mcp"],
+        let good = r#"{"active": true, "iss": "https://login.example", "aud": ["x", "https://mcp.example/mcp"],
             "exp": 2000, "sub": "carol", "scope": "plugins", "token_type": "Bearer"}"#;
         assert_eq!(check(good), Ok(()));
         let slashed = r#"{"active": true, "aud": "https://mcp.example/mcp/", "sub": "carol"}"#;
@@ -169,6 +193,7 @@ mod tests {
                 r#"{"active": true, "iss": "https://evil.example", "aud": "https://mcp.example/mcp", "sub": "a"}"#,
                 "issuer",
             ),
+            (r#"{"active": true, "iss": "https://login.example/", "sub": "a"}"#, "issuer"),
             (r#"{"active": true, "aud": "https://other.example/mcp", "sub": "a"}"#, "not issued for this resource"),
             (r#"{"active": true, "aud": "https://mcp.example/mcp//", "sub": "a"}"#, "not issued for this resource"),
             (r#"{"active": true, "sub": "a"}"#, "not issued for this resource"),

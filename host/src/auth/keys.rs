@@ -2,13 +2,14 @@
 //! 8414) names the keys and the introspection endpoint, unless they are configured. Keys are
 //! fetched once, cached, and fetched again only when a token names a key the cache does not
 //! hold, at most once per [`REFETCH_AFTER`], so a stream of tokens with made-up key ids cannot
-//! turn the server into a client hammering the issuer.
+//! turn the server into a client hammering the issuer. A key is held to what its JWK says it
+//! is for (RFC 7517: `use`, `key_ops`, `alg`; RFC 8725, section 3.1: one algorithm a key).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::DecodingKey;
-use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::jwk::{Jwk, JwkSet, KeyOperations, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
@@ -20,18 +21,29 @@ const MAX_DOCUMENT: usize = 1 << 20;
 /// Why a key could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("the authorization server could not be asked: {0}")]
+    /// The issuer's metadata or keys could not be had: the issuer's fault, not the token's
+    /// (the detail is for the operator's log, never for the client).
+    #[error("{0}")]
     Fetch(String),
-    #[error("the token's signing key is not one of the authorization server's")]
+    #[error("the token's signing key is not one of the authorization server's for its algorithm")]
     Unknown,
+}
+
+/// A signing key, and the one algorithm its JWK names, if it names one.
+#[derive(Clone)]
+struct Key {
+    key: DecodingKey,
+    alg: Option<Algorithm>,
 }
 
 #[derive(Default)]
 struct Cached {
-    keys: HashMap<String, DecodingKey>,
+    keys: HashMap<String, Key>,
     /// Keys without an id, tried when a token names none.
-    anonymous: Vec<DecodingKey>,
+    anonymous: Vec<Key>,
     fetched: Option<Instant>,
+    /// Whether the last fetch failed (the keys from before it are kept).
+    failed: bool,
 }
 
 /// One issuer's keys.
@@ -67,29 +79,34 @@ impl IssuerKeys {
         }
     }
 
-    /// The keys a token with key id `kid` may have been signed with.
-    pub async fn keys(&self, kid: Option<&str>) -> Result<Vec<DecodingKey>, KeyError> {
-        if let Some(found) = Self::lookup(&*self.cache.read().await, kid) {
+    /// The keys a token signed with `alg` and naming key id `kid` may have been signed with.
+    pub async fn keys(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<DecodingKey>, KeyError> {
+        if let Some(found) = Self::lookup(&*self.cache.read().await, kid, alg) {
             return Ok(found);
         }
         let _one = self.fetching.lock().await;
         let cache = self.cache.read().await;
-        if let Some(found) = Self::lookup(&cache, kid) {
+        if let Some(found) = Self::lookup(&cache, kid, alg) {
             return Ok(found);
         }
         if cache.fetched.is_some_and(|at| at.elapsed() < REFETCH_AFTER) {
-            return Err(KeyError::Unknown);
+            // Until the next fetch may be tried, a failed one still stands.
+            return Err(match cache.failed {
+                true => KeyError::Fetch(format!("the keys of {} could not be fetched lately", self.issuer)),
+                false => KeyError::Unknown,
+            });
         }
         drop(cache);
         let fetched = self.fetch().await;
         let mut cache = self.cache.write().await;
         cache.fetched = Some(Instant::now());
-        let set = fetched?;
+        cache.failed = fetched.is_err();
+        let set =
+            fetched.inspect_err(|e| tracing::warn!(issuer = %self.issuer, "{e}; the keys had before are kept"))?;
         cache.keys.clear();
         cache.anonymous.clear();
         for jwk in &set.keys {
-            // Keys that cannot verify signatures (encryption keys, unknown types) are skipped.
-            let Ok(key) = DecodingKey::from_jwk(jwk) else { continue };
+            let Some(key) = signing_key(jwk) else { continue };
             match &jwk.common.key_id {
                 Some(id) => {
                     cache.keys.insert(id.clone(), key);
@@ -98,16 +115,18 @@ impl IssuerKeys {
             }
         }
         tracing::info!(issuer = %self.issuer, keys = set.keys.len(), "fetched the authorization server's keys");
-        Self::lookup(&cache, kid).ok_or(KeyError::Unknown)
+        Self::lookup(&cache, kid, alg).ok_or(KeyError::Unknown)
     }
 
-    fn lookup(cache: &Cached, kid: Option<&str>) -> Option<Vec<DecodingKey>> {
-        match kid {
-            Some(kid) => cache.keys.get(kid).map(|key| vec![key.clone()]),
-            None if !cache.anonymous.is_empty() => Some(cache.anonymous.clone()),
-            None if cache.keys.len() == 1 => Some(cache.keys.values().cloned().collect()),
-            None => None,
-        }
+    fn lookup(cache: &Cached, kid: Option<&str>, alg: Algorithm) -> Option<Vec<DecodingKey>> {
+        let fits = |key: &&Key| key.alg.is_none_or(|only| only == alg);
+        let keys: Vec<DecodingKey> = match kid {
+            Some(kid) => cache.keys.get(kid).filter(fits).map(|key| key.key.clone()).into_iter().collect(),
+            None if !cache.anonymous.is_empty() => cache.anonymous.iter().filter(fits).map(|k| k.key.clone()).collect(),
+            None if cache.keys.len() == 1 => cache.keys.values().filter(fits).map(|key| key.key.clone()).collect(),
+            None => Vec::new(),
+        };
+        (!keys.is_empty()).then_some(keys)
     }
 
     async fn fetch(&self) -> Result<JwkSet, KeyError> {
@@ -152,7 +171,8 @@ impl IssuerKeys {
         let mut last = String::new();
         for url in candidates {
             match self.get_json::<Metadata>(&url).await {
-                Ok(metadata) if metadata.issuer.trim_end_matches('/') == issuer => return Ok(metadata),
+                // Identical (RFC 8414, section 3.3): not up to a trailing slash either.
+                Ok(metadata) if metadata.issuer == self.issuer => return Ok(metadata),
                 Ok(metadata) => last = format!("{url} names issuer {}, not {}", metadata.issuer, self.issuer),
                 Err(e) => last = e.to_string(),
             }
@@ -181,4 +201,44 @@ pub async fn read_json<T: serde::de::DeserializeOwned>(
     }
     let body = crate::bounded::body(&mut response, MAX_DOCUMENT).await.map_err(|e| failed(e.to_string()))?;
     serde_json::from_slice(&body.ok_or_else(too_large)?).map_err(|e| failed(e.to_string()))
+}
+
+/// The signing key a JWK describes, if it is one: keys for encryption (`use`), for
+/// operations other than verifying (`key_ops`), for an algorithm that signs nothing (`alg`)
+/// or of a type jsonwebtoken cannot read are left out.
+fn signing_key(jwk: &Jwk) -> Option<Key> {
+    let common = &jwk.common;
+    if common.public_key_use.as_ref().is_some_and(|used| *used != PublicKeyUse::Signature) {
+        return None;
+    }
+    if common.key_operations.as_ref().is_some_and(|ops| !ops.contains(&KeyOperations::Verify)) {
+        return None;
+    }
+    let alg = match &common.key_algorithm {
+        Some(named) => Some(named.to_string().parse::<Algorithm>().ok()?),
+        None => None,
+    };
+    Some(Key { key: DecodingKey::from_jwk(jwk).ok()?, alg })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_taken_only_for_what_its_jwk_says() {
+        let rsa = r#""kty":"RSA","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB""#;
+        let jwk = |extra: &str| -> Jwk { serde_json::from_str(&format!("{{{rsa}{extra}}}")).unwrap() };
+        assert!(signing_key(&jwk("")).is_some_and(|k| k.alg.is_none()));
+        assert!(signing_key(&jwk(r#","use":"sig","alg":"RS256""#)).is_some_and(|k| k.alg == Some(Algorithm::RS256)));
+        assert!(signing_key(&jwk(r#","key_ops":["verify"]"#)).is_some());
+        for refused in [r#","use":"enc""#, r#","key_ops":["encrypt"]"#, r#","alg":"RSA-OAEP""#] {
+            assert!(signing_key(&jwk(refused)).is_none(), "{refused}");
+        }
+        let key = signing_key(&jwk(r#","alg":"RS256""#)).unwrap();
+        let cache = Cached { keys: HashMap::from([("k".to_owned(), key)]), ..Cached::default() };
+        assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::RS256).is_some());
+        assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::PS256).is_none());
+        assert!(IssuerKeys::lookup(&cache, None, Algorithm::RS512).is_none());
+    }
 }

@@ -27,6 +27,9 @@ use introspect::Introspector;
 use keys::IssuerKeys;
 pub use scope::Granted;
 
+/// When a client told that the authorization server could not be asked may try again: when
+/// its keys may be fetched again.
+pub const RETRY_AFTER: Duration = keys::REFETCH_AFTER;
 /// How long fetching an authorization server's metadata or keys may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a verified token is taken without checking its signature again (never past its
@@ -56,6 +59,10 @@ pub enum AuthError {
     Missing,
     /// Credentials that are not good: why, in words fit for the client (never the token).
     Invalid(String),
+    /// The authorization server could not be asked (its metadata, keys or introspection):
+    /// its fault, not the token's, so a client is not sent to sign in again. Why is in the
+    /// operator's log; a client hears nothing of its addresses or answers.
+    Unavailable,
 }
 
 #[derive(Deserialize)]
@@ -105,16 +112,15 @@ fn peek_issuer(token: &str) -> Option<String> {
     serde_json::from_slice::<Issuer>(&bytes).ok().map(|i| i.iss)
 }
 
-/// Whether the token's header lists critical extensions (`crit`). Capsule understands none, so
-/// such a token is invalid (RFC 7515, section 4.1.11); jsonwebtoken does not look.
+/// Whether the token's header lists critical extensions (`crit`, whatever its value, however
+/// often). Capsule understands none, so such a token is invalid (RFC 7515, section
+/// 4.1.11); jsonwebtoken does not look. A header that is no JSON object is taken as listing
+/// some: what cannot be read whole cannot be said to list none.
 fn has_critical_extensions(token: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Header {
-        crit: Option<serde::de::IgnoredAny>,
-    }
-    let Some(header) = token.split('.').next() else { return false };
-    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header) else { return false };
-    serde_json::from_slice::<Header>(&bytes).is_ok_and(|h| h.crit.is_some())
+    let header = token.split('.').next().unwrap_or_default();
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header) else { return true };
+    // A map keeps the last of two members of one name, where a struct refuses the pair.
+    serde_json::from_slice::<serde_json::Map<String, Value>>(&bytes).map_or(true, |h| h.contains_key("crit"))
 }
 
 /// The item whose secret's SHA-256 is `digest`. Every candidate is compared in full, in
@@ -197,7 +203,7 @@ impl Authenticator {
         if let Some(principal) = self.remembered(&digest, now) {
             return Ok(principal);
         }
-        let (principal, left) = self.verify(token).await.map_err(AuthError::Invalid)?;
+        let (principal, left) = self.verify(token).await?;
         let principal = Arc::new(principal);
         self.remember(digest, principal.clone(), now + left);
         Ok(principal)
@@ -205,14 +211,14 @@ impl Authenticator {
 
     /// Verify a token: locally if it is a JWT, by introspection if it is not and the tenant
     /// introspects. The principal, and how long the verdict may be reused.
-    async fn verify(&self, token: &str) -> Result<(Principal, Duration), String> {
+    async fn verify(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
         if let Some(introspector) = &self.introspector
             && jsonwebtoken::decode_header(token).is_err()
         {
             let (resource, leeway) = (&self.config.resource, self.config.leeway_s);
             let claims = introspector.introspect(token, &self.issuers[0], resource, leeway).await?;
             let exp = claims.exp;
-            return Ok((principal(claims)?, reusable_for(exp, epoch_seconds())));
+            return Ok((principal(claims).map_err(AuthError::Invalid)?, reusable_for(exp, epoch_seconds())));
         }
         let (principal, exp) = self.jwt(token).await?;
         Ok((principal, reusable_for(exp, epoch_seconds())))
@@ -247,13 +253,21 @@ impl Authenticator {
     }
 
     /// Verify a JWT: its principal, and its `exp`.
-    async fn jwt(&self, token: &str) -> Result<(Principal, u64), String> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| "the token is not a signed JWT".to_owned())?;
+    async fn jwt(&self, token: &str) -> Result<(Principal, u64), AuthError> {
+        let (alg, issuer, keys) = self.jwt_keys(token).await?;
+        self.check_jwt(token, alg, &issuer, keys).map_err(AuthError::Invalid)
+    }
+
+    /// The keys that may have signed a JWT whose header passes: its issuer's, for its key id
+    /// and algorithm (which are returned with them).
+    async fn jwt_keys(&self, token: &str) -> Result<(Algorithm, String, Vec<jsonwebtoken::DecodingKey>), AuthError> {
+        let invalid = |why: &str| AuthError::Invalid(why.to_owned());
+        let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a signed JWT"))?;
         if !self.algorithms.contains(&header.alg) {
-            return Err(format!("tokens signed with {:?} are not accepted", header.alg));
+            return Err(AuthError::Invalid(format!("tokens signed with {:?} are not accepted", header.alg)));
         }
         if has_critical_extensions(token) {
-            return Err("the token's header lists critical extensions (crit), which are not understood here".into());
+            return Err(invalid("the token's header lists critical extensions (crit), which are not understood here"));
         }
         if self.config.require_at_jwt
             && !header
@@ -261,15 +275,29 @@ impl Authenticator {
                 .as_deref()
                 .is_some_and(|t| t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt"))
         {
-            return Err("the token is not an access token (typ at+jwt)".into());
+            return Err(invalid("the token is not an access token (typ at+jwt)"));
         }
-        let issuer = peek_issuer(token).ok_or("the token names no issuer")?;
+        let issuer = peek_issuer(token).ok_or_else(|| invalid("the token names no issuer"))?;
         let Some(at) = self.config.authorization_servers.iter().position(|s| *s == issuer) else {
-            return Err("the token's issuer is not trusted here".into());
+            return Err(invalid("the token's issuer is not trusted here"));
         };
-        let keys = self.issuers[at].keys(header.kid.as_deref()).await.map_err(|e| e.to_string())?;
-        let mut validation = Validation::new(header.alg);
-        validation.set_issuer(&[&issuer]);
+        let keys = self.issuers[at].keys(header.kid.as_deref(), header.alg).await.map_err(|e| match e {
+            keys::KeyError::Fetch(_) => AuthError::Unavailable,
+            keys::KeyError::Unknown => AuthError::Invalid(e.to_string()),
+        })?;
+        Ok((header.alg, issuer, keys))
+    }
+
+    /// Check a JWT's signature, by one of `keys`, and its claims: its principal, and its `exp`.
+    fn check_jwt(
+        &self,
+        token: &str,
+        alg: Algorithm,
+        issuer: &str,
+        keys: Vec<jsonwebtoken::DecodingKey>,
+    ) -> Result<(Principal, u64), String> {
+        let mut validation = Validation::new(alg);
+        validation.set_issuer(&[issuer]);
         validation.set_audience(&self.config.audiences());
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
@@ -401,6 +429,9 @@ mod tests {
         assert!(has_critical_extensions(&token(r#"{"alg":"RS256","kid":"k","crit":["foo"],"foo":1}"#)));
         assert!(has_critical_extensions(&token(r#"{"alg":"RS256","crit":[]}"#)));
         assert!(!has_critical_extensions(&token(r#"{"alg":"RS256","kid":"k","typ":"at+jwt"}"#)));
+        // Named twice (a struct refused the pair and read none), or null.
+        assert!(has_critical_extensions(&token(r#"{"alg":"RS256","crit":["x"],"x":1,"crit":["x"]}"#)));
+        assert!(has_critical_extensions(&token(r#"{"alg":"RS256","crit":null}"#)));
     }
 
     #[tokio::test]

@@ -137,6 +137,11 @@ impl AuthConfig {
 /// a provider on the same machine).
 fn check_url(what: &str, url: &str) -> Result<(), String> {
     let uri: http::Uri = url.parse().map_err(|_| format!("{what}: {url:?} is not a URL"))?;
+    // Not echoed: the URL holds a password. Credentials go in `client_secret`, and would
+    // otherwise reach every log line and error that names the URL.
+    if uri.authority().is_some_and(|authority| authority.as_str().contains('@')) {
+        return Err(format!("{what}: the URL carries credentials (user@host); it must not"));
+    }
     let host = uri.host().unwrap_or_default();
     let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
     match uri.scheme_str() {
@@ -281,10 +286,14 @@ mod tests {
                 "exactly one",
             ),
             ("api_keys = [{ subject = \"ci\", sha256 = \"00\", scopes = [] }]", "not a SHA-256"),
+            (
+                "authorization_servers = [\"https://login.example\"]\njwks_uri = \"https://u:SECRET@login.example/k\"",
+                "carries credentials",
+            ),
             ("authorization_servers = [\"https://a.example\"]\ncolour = 1", "unknown field"),
         ] {
             let error = auth(&format!("{base}{extra}")).unwrap_err();
-            assert!(error.contains(expected), "{extra}: {error}");
+            assert!(error.contains(expected) && !error.contains("SECRET"), "{extra}: {error}");
         }
         assert!(auth("resource = \"ftp://x/mcp\"\nauthorization_servers = [\"https://a.example\"]").is_err());
     }

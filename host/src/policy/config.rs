@@ -239,7 +239,7 @@ impl PolicyFile {
         for (id, entry) in file.tenants {
             tenants.push(entry.check(&id, path, base_dir, (defaults, quotas), file.needs_beyond_grants)?);
         }
-        TenantFile::check_hosts(&tenants)?;
+        TenantFile::check_unshared(&tenants)?;
         let mut policy =
             PolicyFile::of_plugins(path, base_dir, (defaults, quotas), file.needs_beyond_grants, file.plugins)?;
         policy.tenants = tenants;

@@ -143,16 +143,20 @@ impl TenantFile {
         entry.check(id, path, folder, (defaults, quotas), needs)
     }
 
-    /// Refuse a host name given to two tenants.
-    pub fn check_hosts(tenants: &[TenantFile]) -> Result<(), PolicyError> {
-        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    /// Refuse a host name, or an `[auth]` resource, given to two tenants: a token issued
+    /// for one tenant's resource would be taken by the other, and the other's metadata would
+    /// name a resource that is not its own (RFC 9728, section 3.3).
+    pub fn check_unshared(tenants: &[TenantFile]) -> Result<(), PolicyError> {
+        let mut seen: BTreeMap<(&str, &str), &str> = BTreeMap::new();
         for tenant in tenants {
-            for host in &tenant.hosts {
-                if let Some(other) = seen.insert(host, &tenant.id) {
+            let hosts = tenant.hosts.iter().map(|host| ("host", host.as_str()));
+            let resource = tenant.policy.auth().map(|auth| ("resource", auth.resource.as_str()));
+            for (what, name) in hosts.chain(resource) {
+                if let Some(other) = seen.insert((what, name), &tenant.id) {
                     return Err(PolicyError::Tenant {
                         path: tenant.policy.path().into(),
                         tenant: tenant.id.clone(),
-                        message: format!("host {host} is also tenant {other}'s"),
+                        message: format!("{what} {name} is also tenant {other}'s"),
                     });
                 }
             }
@@ -218,6 +222,13 @@ mod tests {
             (
                 "[tenants.a]\nsources = [\"a\"]\nhosts = [\"x\"]\n[tenants.b]\nsources = [\"b\"]\nhosts = [\"X\"]",
                 "also tenant a's",
+            ),
+            (
+                "[tenants.a]\nsources = [\"a\"]\n[tenants.a.auth]\nresource = \"https://m.example/t/a/mcp\"\n\
+                 api_keys = [{ subject = \"x\", sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\", scopes = [] }]\n\
+                 [tenants.b]\nsources = [\"b\"]\n[tenants.b.auth]\nresource = \"https://m.example/t/a/mcp/\"\n\
+                 api_keys = [{ subject = \"y\", sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\", scopes = [] }]",
+                "resource https://m.example/t/a/mcp is also tenant a's",
             ),
             ("[tenants.a]\nsources = [\"a\"]\n[tenants.a.plugins.p]\nroots = true", "has no dirs"),
             ("[tenants.a]\nsources = [\"a\"]\ncolour = 1", "unknown field"),

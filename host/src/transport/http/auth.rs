@@ -21,13 +21,25 @@ pub fn scopes_supported(tenant: &Tenant) -> Vec<String> {
     tenant.shared.catalog().plugins().iter().map(|p| scope::of_plugin(p.name())).collect()
 }
 
-/// `401` with the challenge that sends a client to the tenant's metadata.
+/// `401` with the challenge that sends a client to the tenant's metadata; `503` when the
+/// authorization server could not be asked, which no new token would mend.
 pub fn unauthorized(auth: &Authenticator, tenant: &Tenant, error: &AuthError) -> Response {
-    let challenge = auth.challenge(error, &scopes_supported(tenant));
     let description = match error {
         AuthError::Missing => "this endpoint needs a bearer token".to_owned(),
         AuthError::Invalid(why) => why.clone(),
+        AuthError::Unavailable => {
+            let mut response = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"error": "temporarily_unavailable",
+                            "error_description": "the authorization server could not be asked; try again shortly"})),
+            )
+                .into_response();
+            let retry = HeaderValue::from(crate::auth::RETRY_AFTER.as_secs());
+            response.headers_mut().insert(header::RETRY_AFTER, retry);
+            return response;
+        }
     };
+    let challenge = auth.challenge(error, &scopes_supported(tenant));
     let mut response = (
         StatusCode::UNAUTHORIZED,
         Json(json!({"error": if matches!(error, AuthError::Missing) { "unauthorized" } else { "invalid_token" },
