@@ -323,16 +323,19 @@ impl Tenants {
         }
         for Spec { id, hosts, admin_token, sources, policy } in specs {
             let running = old.tenants.get(id.as_str());
-            // A tenant kept as it was (its file refused) keeps its host names: no other
-            // tenant may take one of them meanwhile.
-            let held = hosts.iter().find_map(|host| {
-                set.tenants
-                    .values()
-                    .find(|kept| *kept.id != *id && kept.hosts.contains(host))
-                    .map(|kept| (host, &kept.id))
+            // A tenant kept as it was (its file refused) keeps its host names and its
+            // resource: no other tenant may take one of them meanwhile.
+            let resource = policy.as_ref().and_then(PolicyFile::auth).map(|auth| auth.resource.as_str());
+            let names = hosts.iter().map(|host| ("host", host.as_str())).chain(resource.map(|r| ("resource", r)));
+            let held = names.into_iter().find_map(|(what, name)| {
+                let holds = |kept: &Tenant| match what {
+                    "host" => kept.hosts.iter().any(|host| host == name),
+                    _ => kept.auth.as_ref().is_some_and(|auth| auth.config().resource == name),
+                };
+                set.tenants.values().find(|kept| *kept.id != *id && holds(kept)).map(|kept| (what, name, &kept.id))
             });
-            if let Some((host, holder)) = held {
-                let e = format!("host {host} is still tenant {holder}'s");
+            if let Some((what, name, holder)) = held {
+                let e = format!("{what} {name} is still tenant {holder}'s");
                 tracing::error!(tenant = %id, "{e}; the tenant is not changed");
                 *error = Some(format!("tenant {id}: {e}"));
                 set.keep(running);

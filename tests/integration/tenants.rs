@@ -421,3 +421,38 @@ fn check_judges_a_plugin_by_the_tenant_it_names() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A tenant kept as it was (its file refused) keeps its `[auth]` resource as it keeps its
+/// host names: another tenant may not take it meanwhile, or one's tokens would be taken by
+/// the other and the other's metadata would name a resource not its own.
+#[tokio::test]
+async fn a_kept_tenant_keeps_its_resource() {
+    let dir = scratch_dir("tenants-resource");
+    let tenants = dir.join("tenants");
+    for tenant in ["north", "south"] {
+        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
+        std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
+    }
+    let auth = |resource: &str| {
+        format!(
+            "[auth]\nresource = \"{resource}\"\napi_keys = [{{ subject = \"ci\", sha256 = \"{}\", scopes = [] }}]\n",
+            "ab".repeat(32)
+        )
+    };
+    let north = "https://mcp.example/t/north/mcp";
+    std::fs::write(tenants.join("north").join("tenant.toml"), auth(north)).unwrap();
+    let (server, _admin) = Admin::serve(&dir, &["--tenants", tenants.to_str().unwrap()]);
+    std::fs::write(tenants.join("north").join("tenant.toml"), "colour = 1\n").unwrap();
+    server.wait_for_log("keeping the tenant's configuration in force");
+    std::fs::write(tenants.join("south").join("tenant.toml"), auth(north)).unwrap();
+    server.wait_for_log(&format!("resource {north} is still tenant north's"));
+    let base = format!("http://{}", server.authority());
+    let south: Value = reqwest::get(format!("{base}/.well-known/oauth-protected-resource/t/south/mcp"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap_or_default();
+    assert_ne!(south["resource"], north, "south took north's resource: {south}");
+    let _ = std::fs::remove_dir_all(dir);
+}

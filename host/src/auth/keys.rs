@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet, KeyOperations, PublicKeyUse};
+use jsonwebtoken::jwk::{Jwk, KeyOperations, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 use tokio::sync::{Mutex, OnceCell, RwLock};
@@ -38,7 +38,8 @@ struct Key {
 
 #[derive(Default)]
 struct Cached {
-    keys: HashMap<String, Key>,
+    /// By key id: one key may be published under one id for several algorithms.
+    keys: HashMap<String, Vec<Key>>,
     /// Keys without an id, tried when a token names none.
     anonymous: Vec<Key>,
     fetched: Option<Instant>,
@@ -51,8 +52,11 @@ pub struct IssuerKeys {
     issuer: String,
     /// Configured; otherwise the metadata's.
     jwks_uri: Option<String>,
-    /// Found once, then remembered (a failed discovery is tried again next time).
+    /// Found once, then remembered (a failed discovery is tried again, once
+    /// [`REFETCH_AFTER`] has passed).
     metadata: OnceCell<Metadata>,
+    /// When discovery last failed, and why.
+    undiscovered: std::sync::Mutex<Option<(Instant, String)>>,
     cache: RwLock<Cached>,
     /// One fetch at a time.
     fetching: Mutex<()>,
@@ -73,6 +77,7 @@ impl IssuerKeys {
             issuer: issuer.to_owned(),
             jwks_uri,
             metadata: OnceCell::new(),
+            undiscovered: std::sync::Mutex::new(None),
             cache: RwLock::default(),
             fetching: Mutex::new(()),
             http,
@@ -105,31 +110,31 @@ impl IssuerKeys {
             fetched.inspect_err(|e| tracing::warn!(issuer = %self.issuer, "{e}; the keys had before are kept"))?;
         cache.keys.clear();
         cache.anonymous.clear();
-        for jwk in &set.keys {
-            let Some(key) = signing_key(jwk) else { continue };
-            match &jwk.common.key_id {
-                Some(id) => {
-                    cache.keys.insert(id.clone(), key);
-                }
+        let published = set.keys.len();
+        for (id, key) in signing_keys(set) {
+            match id {
+                Some(id) => cache.keys.entry(id).or_default().push(key),
                 None => cache.anonymous.push(key),
             }
         }
-        tracing::info!(issuer = %self.issuer, keys = set.keys.len(), "fetched the authorization server's keys");
+        tracing::info!(issuer = %self.issuer, keys = published, "fetched the authorization server's keys");
         Self::lookup(&cache, kid, alg).ok_or(KeyError::Unknown)
     }
 
     fn lookup(cache: &Cached, kid: Option<&str>, alg: Algorithm) -> Option<Vec<DecodingKey>> {
         let fits = |key: &&Key| key.alg.is_none_or(|only| only == alg);
         let keys: Vec<DecodingKey> = match kid {
-            Some(kid) => cache.keys.get(kid).filter(fits).map(|key| key.key.clone()).into_iter().collect(),
+            Some(kid) => cache.keys.get(kid).into_iter().flatten().filter(fits).map(|key| key.key.clone()).collect(),
             None if !cache.anonymous.is_empty() => cache.anonymous.iter().filter(fits).map(|k| k.key.clone()).collect(),
-            None if cache.keys.len() == 1 => cache.keys.values().filter(fits).map(|key| key.key.clone()).collect(),
+            None if cache.keys.len() == 1 => {
+                cache.keys.values().flatten().filter(fits).map(|k| k.key.clone()).collect()
+            }
             None => Vec::new(),
         };
         (!keys.is_empty()).then_some(keys)
     }
 
-    async fn fetch(&self) -> Result<JwkSet, KeyError> {
+    async fn fetch(&self) -> Result<Published, KeyError> {
         let jwks_uri = match &self.jwks_uri {
             Some(known) => known,
             None => self.metadata().await?.jwks_uri.as_ref().ok_or_else(|| self.lacks("jwks_uri"))?,
@@ -152,8 +157,28 @@ impl IssuerKeys {
         KeyError::Fetch(format!("the metadata of {} names no {field}", self.issuer))
     }
 
+    /// The issuer's metadata; a discovery that failed lately fails again at once, so that
+    /// requests while the issuer is down do not each ask it.
     async fn metadata(&self) -> Result<&Metadata, KeyError> {
-        self.metadata.get_or_try_init(|| self.discover()).await
+        if let Some(found) = self.metadata.get() {
+            return Ok(found);
+        }
+        let lately = |failed: &Option<(Instant, String)>| {
+            failed.as_ref().filter(|(at, _)| at.elapsed() < REFETCH_AFTER).map(|(_, why)| why.clone())
+        };
+        if let Some(why) = lately(&self.undiscovered.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Err(KeyError::Fetch(why));
+        }
+        self.metadata
+            .get_or_try_init(|| async {
+                let found = self.discover().await;
+                if let Err(KeyError::Fetch(why)) = &found {
+                    tracing::warn!(issuer = %self.issuer, "discovery failed: {why}");
+                    *self.undiscovered.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), why.clone()));
+                }
+                found
+            })
+            .await
     }
 
     /// The issuer's OpenID Connect or RFC 8414 metadata. Its `issuer` must be the issuer
@@ -173,7 +198,13 @@ impl IssuerKeys {
             match self.get_json::<Metadata>(&url).await {
                 // Identical (RFC 8414, section 3.3): not up to a trailing slash either.
                 Ok(metadata) if metadata.issuer == self.issuer => return Ok(metadata),
-                Ok(metadata) => last = format!("{url} names issuer {}, not {}", metadata.issuer, self.issuer),
+                Ok(metadata) => {
+                    last = format!(
+                        "{url} names issuer {:?}, not {:?}: the issuer must be configured exactly as the \
+                         authorization server names itself, trailing slash and all",
+                        metadata.issuer, self.issuer
+                    )
+                }
                 Err(e) => last = e.to_string(),
             }
         }
@@ -201,6 +232,23 @@ pub async fn read_json<T: serde::de::DeserializeOwned>(
     }
     let body = crate::bounded::body(&mut response, MAX_DOCUMENT).await.map_err(|e| failed(e.to_string()))?;
     serde_json::from_slice(&body.ok_or_else(too_large)?).map_err(|e| failed(e.to_string()))
+}
+
+/// A key set as published: each key read on its own, so that one of a kind jsonwebtoken
+/// cannot read (an algorithm or curve it does not know) does not cost the others.
+#[derive(Deserialize)]
+struct Published {
+    keys: Vec<serde_json::Value>,
+}
+
+/// The signing keys of a published set, each with its id if it has one.
+fn signing_keys(set: Published) -> impl Iterator<Item = (Option<String>, Key)> {
+    set.keys.into_iter().filter_map(|value| {
+        let jwk: Jwk = serde_json::from_value(value)
+            .inspect_err(|e| tracing::debug!("a key the authorization server publishes is passed over: {e}"))
+            .ok()?;
+        Some((jwk.common.key_id.clone(), signing_key(&jwk)?))
+    })
 }
 
 /// The signing key a JWK describes, if it is one: keys for encryption (`use`), for
@@ -235,10 +283,19 @@ mod tests {
         for refused in [r#","use":"enc""#, r#","key_ops":["encrypt"]"#, r#","alg":"RSA-OAEP""#] {
             assert!(signing_key(&jwk(refused)).is_none(), "{refused}");
         }
-        let key = signing_key(&jwk(r#","alg":"RS256""#)).unwrap();
-        let cache = Cached { keys: HashMap::from([("k".to_owned(), key)]), ..Cached::default() };
+        // A key jsonwebtoken cannot read costs only itself; one id may serve two algorithms.
+        let set = format!(
+            r#"{{"keys": [{{{rsa},"kid":"k","alg":"RS256"}}, {{{rsa},"kid":"k","alg":"PS256"}},
+                {{"kty":"EC","crv":"P-521","alg":"ES512","kid":"e","x":"AQ","y":"AQ"}}]}}"#
+        );
+        let mut cache = Cached::default();
+        for (id, key) in signing_keys(serde_json::from_str(&set).unwrap()) {
+            cache.keys.entry(id.unwrap()).or_default().push(key);
+        }
+        assert_eq!(cache.keys.len(), 1);
         assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::RS256).is_some());
-        assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::PS256).is_none());
+        assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::PS256).is_some());
+        assert!(IssuerKeys::lookup(&cache, Some("k"), Algorithm::RS512).is_none());
         assert!(IssuerKeys::lookup(&cache, None, Algorithm::RS512).is_none());
     }
 }

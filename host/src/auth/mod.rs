@@ -312,7 +312,8 @@ impl Authenticator {
                 Err(e) => {
                     use jsonwebtoken::errors::ErrorKind;
                     last = match e.kind() {
-                        ErrorKind::InvalidSignature => continue,
+                        // Not this key (nor, for a key of another type, its algorithm): the next.
+                        ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => continue,
                         ErrorKind::ExpiredSignature => "the token has expired".into(),
                         ErrorKind::ImmatureSignature => "the token is not valid yet".into(),
                         ErrorKind::InvalidAudience => "the token was not issued for this resource".into(),
