@@ -108,6 +108,17 @@ impl Introspector {
                 .send()
                 .await
                 .map_err(|e| self.unavailable(format!("{endpoint}: {e}")))?;
+            let status = response.status();
+            // A refusal no retry mends: of the question (400 and its kind), or of Capsule's own
+            // credentials (401, 403), which the operator must hear of. Not an outage.
+            if status.is_client_error() && status != http::StatusCode::TOO_MANY_REQUESTS {
+                let credentials = matches!(status.as_u16(), 401 | 403);
+                self.warn_at_most_every(|| match credentials {
+                    true => format!("{endpoint} refused Capsule's introspection credentials (HTTP {status})"),
+                    false => format!("{endpoint} refused to introspect a token (HTTP {status})"),
+                });
+                return Err(AuthError::Invalid("the authorization server refused to introspect the token".into()));
+            }
             read_json(endpoint, response).await.map_err(|e| self.unavailable(e))?
         };
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
@@ -129,16 +140,21 @@ impl Introspector {
     /// The authorization server could not be asked: why goes to the operator's log (at most
     /// one warning each [`WARN_EVERY`] seconds), never to the client.
     fn unavailable(&self, why: String) -> AuthError {
+        self.warn_at_most_every(|| format!("token introspection failed: {why}"));
+        AuthError::Unavailable
+    }
+
+    /// Log a warning, or at debug when one was logged less than [`WARN_EVERY`] seconds ago.
+    fn warn_at_most_every(&self, why: impl FnOnce() -> String) {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let last = self.warned.load(Ordering::Relaxed);
         if now >= last + WARN_EVERY
             && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
-            tracing::warn!("token introspection failed: {why}");
+            tracing::warn!("{}", why());
         } else {
-            tracing::debug!("token introspection failed: {why}");
+            tracing::debug!("{}", why());
         }
-        AuthError::Unavailable
     }
 }
 

@@ -136,12 +136,13 @@ impl AuthConfig {
 /// Whether `url` may be fetched or named: `https`, or `http` to a loopback host (tests and
 /// a provider on the same machine).
 fn check_url(what: &str, url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|_| format!("{what}: {url:?} is not a URL"))?;
-    // Not echoed: the URL holds a password. Credentials go in `client_secret`, and would
-    // otherwise reach every log line and error that names the URL.
-    if uri.authority().is_some_and(|authority| authority.as_str().contains('@')) {
-        return Err(format!("{what}: the URL carries credentials (user@host); it must not"));
+    // Before anything parses or echoes it: such a URL may hold a password, however it would
+    // parse. Credentials go in `client_secret`, and would otherwise reach every log line and
+    // error that names the URL.
+    if url.contains('@') {
+        return Err(format!("{what}: the URL carries credentials (user@host) or an @; it must not"));
     }
+    let uri: http::Uri = url.parse().map_err(|_| format!("{what}: {url:?} is not a URL"))?;
     let host = uri.host().unwrap_or_default();
     let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
     match uri.scheme_str() {
@@ -288,6 +289,14 @@ mod tests {
             ("api_keys = [{ subject = \"ci\", sha256 = \"00\", scopes = [] }]", "not a SHA-256"),
             (
                 "authorization_servers = [\"https://login.example\"]\njwks_uri = \"https://u:SECRET@login.example/k\"",
+                "carries credentials",
+            ),
+            (
+                "authorization_servers = [\"https://login.example\"]\njwks_uri = \"https://u:SEC/RET@login.example/k\"",
+                "carries credentials",
+            ),
+            (
+                "authorization_servers = [\"https://login.example\"]\njwks_uri = \"https://u:SE CRET@login.example/k\"",
                 "carries credentials",
             ),
             ("authorization_servers = [\"https://a.example\"]\ncolour = 1", "unknown field"),
