@@ -9,10 +9,16 @@
 // and consents to exactly the scopes and resource the client asked for, so a test can follow
 // the authorization URL's redirects to the code without a browser.
 //
-// usage: node provider.mjs [port]
+// With `fresh-keys`, it signs with an RSA key made at start rather than oidc-provider's fixed
+// development key: a provider started again on the same port has withdrawn the key it
+// signed with before (key rotation, as a real issuer does it).
+//
+// usage: node provider.mjs [port] [fresh-keys]
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
 
 const port = Number(process.argv[2] ?? 0);
+const freshKeys = process.argv[3] === 'fresh-keys';
 const scope = [
   'plugins',
   'plugins.calc',
@@ -37,7 +43,13 @@ const listener = (await import('node:http')).createServer();
 await new Promise((resolve) => listener.listen(port, '127.0.0.1', resolve));
 issuer = `http://127.0.0.1:${listener.address().port}`;
 
+const signing = () => {
+  const jwk = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' });
+  return { ...jwk, kid: randomUUID(), use: 'sig', alg: 'RS256' };
+};
+
 const provider = new Provider(issuer, {
+  ...(freshKeys ? { jwks: { keys: [signing()] } } : {}),
   clients: [client('alice'), client('bob'), client('short-lived'), client('capsule')],
   // Advertised, so clients that register with the scopes Capsule challenged for are accepted.
   scopes: ['openid', 'offline_access', ...scope.split(' ')],

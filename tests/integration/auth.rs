@@ -24,6 +24,11 @@ struct AuthServer {
 
 impl AuthServer {
     fn start() -> AuthServer {
+        AuthServer::start_on(0, false)
+    }
+
+    /// On `port` (0: any), signing with a key of its own making if `fresh_keys`.
+    fn start_on(port: u16, fresh_keys: bool) -> AuthServer {
         let dir = root().join("tests/auth");
         // Once per process: the auth tests run in parallel, and `npm ci` empties
         // `node_modules` first, so two at once break each other on a fresh clone.
@@ -39,7 +44,8 @@ impl AuthServer {
             }
         });
         let mut child = Command::new("node")
-            .args(["provider.mjs", "0"])
+            .args(["provider.mjs", &port.to_string()])
+            .args(fresh_keys.then_some("fresh-keys"))
             .current_dir(&dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -423,6 +429,111 @@ async fn opaque_tokens_are_introspected_and_revocation_takes_hold() {
     assert!(revoked.headers["www-authenticate"].to_str().unwrap().contains("not active"));
     let log = server.log();
     assert!(!log.contains(&token) && !log.contains("capsule-secret"), "a token or secret reached the log:\n{log}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A key the issuer withdraws (the provider started again on its port with a new key) is
+/// refused once the key set is older than `keys_max_age_s`, and a token verified with it is
+/// not remembered past that either; while the issuer cannot be reached, the keys at hand are
+/// kept and its tokens still taken.
+#[tokio::test]
+async fn a_withdrawn_signing_key_is_refused_once_the_keys_are_fetched_again() {
+    let issuer_port = free_port();
+    let first = AuthServer::start_on(issuer_port, true);
+    let dir = scratch_dir("auth-rotation");
+    let port = free_port();
+    std::fs::create_dir_all(dir.join("acme")).unwrap();
+    std::fs::copy(plugins().join("calc.wasm"), dir.join("acme").join("calc.wasm")).unwrap();
+    let policy = dir.join("capsule.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[tenants.acme]\nsources = [\"acme\"]\n[tenants.acme.auth]\n\
+             resource = \"http://127.0.0.1:{port}/t/acme/mcp\"\nauthorization_servers = [\"{}\"]\n\
+             keys_max_age_s = 1\n",
+            first.issuer
+        ),
+    )
+    .unwrap();
+    let server = serve_on(port, &policy);
+    let url = format!("http://127.0.0.1:{port}/t/acme/mcp");
+    let old = first.token("alice", &url, "plugins.calc.tools.add").await;
+    let listed = with_token(&url, &old).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&listed), ["add"], "{}\nlog:\n{}", listed.body, server.log());
+
+    drop(first);
+    let second = AuthServer::start_on(issuer_port, true);
+    // Within the keys' age the old token is still taken; past it, the keys are fetched again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let refused = with_token(&url, &old).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(refused.status, 401, "{}\nlog:\n{}", refused.body, server.log());
+    let challenge = refused.headers["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("invalid_token") && challenge.contains("signing key"), "{challenge}");
+    let new = second.token("alice", &url, "plugins.calc.tools.add").await;
+    let listed = with_token(&url, &new).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&listed), ["add"], "{}", listed.body);
+
+    // The issuer gone: its keys, fetched a second ago, stay in use.
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let kept = with_token(&url, &new).modern(1, "tools/list", json!({}), json!({})).await;
+    assert_eq!(tool_names(&kept), ["add"], "{}\nlog:\n{}", kept.body, server.log());
+    server.wait_for_log("the keys had before are kept");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An HTTP listener on 127.0.0.1 that answers every request with `status` and no body.
+async fn answering(status: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The form is small: one read takes the head and the body.
+                let _ = socket.read(&mut [0; 8192]).await;
+                let head = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                let _ = socket.write_all(head.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// An introspection endpoint that refuses the question (400) or Capsule's own credentials
+/// (401) refuses the token: 401 `invalid_token`, not the 503 of an outage, which anyone could
+/// otherwise bring about with a token the endpoint dislikes; refused credentials are warned
+/// of, for the operator to mend.
+#[tokio::test]
+async fn an_introspection_endpoint_that_refuses_the_question_refuses_the_token() {
+    let dir = scratch_dir("auth-introspection-refused");
+    let port = free_port();
+    let (bad_request, unauthorized) = (answering("400 Bad Request").await, answering("401 Unauthorized").await);
+    let issuer = format!("http://127.0.0.1:{bad_request}");
+    let policy = layout(&dir, port, &issuer);
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    for (tenant, endpoint) in [("acme", bad_request), ("globex", unauthorized)] {
+        text.push_str(&format!(
+            "[tenants.{tenant}.auth.introspection]\nendpoint = \"http://127.0.0.1:{endpoint}/introspect\"\n\
+             client_id = \"capsule\"\nclient_secret = {{ env = \"CAPSULE_TEST_INTROSPECTION_SECRET\" }}\n"
+        ));
+    }
+    std::fs::write(&policy, text).unwrap();
+    let server = Server::http_with_env(
+        &std::env::current_dir().unwrap(),
+        &["--listen", &format!("127.0.0.1:{port}"), "--config", policy.to_str().unwrap()],
+        &[("CAPSULE_TEST_INTROSPECTION_SECRET", "s3cret")],
+    );
+    for tenant in ["acme", "globex"] {
+        let url = format!("http://127.0.0.1:{port}/t/{tenant}/mcp");
+        let reply = with_token(&url, "an-opaque-token-0123456789").modern(1, "tools/list", json!({}), json!({})).await;
+        assert_eq!(reply.status, 401, "{tenant}: {}", reply.body);
+        let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+        assert!(challenge.contains("invalid_token") && challenge.contains("refused to introspect"), "{challenge}");
+    }
+    server.wait_for_log("refused to introspect a token (HTTP 400 Bad Request)");
+    let log = server.wait_for_log("refused Capsule's introspection credentials (HTTP 401 Unauthorized)");
+    assert!(!log.contains("s3cret") && !log.contains("an-opaque-token"), "a secret reached the log:\n{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

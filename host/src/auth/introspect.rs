@@ -132,11 +132,10 @@ impl Introspector {
             scope: answer.scope,
             scp: None,
             _nbf: None,
+            iat: None,
         })
     }
-}
 
-impl Introspector {
     /// The authorization server could not be asked: why goes to the operator's log (at most
     /// one warning each [`WARN_EVERY`] seconds), never to the client.
     fn unavailable(&self, why: String) -> AuthError {

@@ -1,8 +1,11 @@
 //! An issuer's metadata and signing keys. The metadata (OpenID Connect discovery, then RFC
 //! 8414) names the keys and the introspection endpoint, unless they are configured. Keys are
-//! fetched once, cached, and fetched again only when a token names a key the cache does not
-//! hold, at most once per [`REFETCH_AFTER`], so a stream of tokens with made-up key ids cannot
-//! turn the server into a client hammering the issuer. A key is held to what its JWK says it
+//! fetched once and cached; fetched again when a token names a key the cache does not hold,
+//! at most once per [`REFETCH_AFTER`], so a stream of tokens with made-up key ids cannot turn
+//! the server into a client hammering the issuer; and once the set is older than its maximum
+//! age, so that a key the issuer withdraws stops being taken. That refresh is made by one
+//! request while the others go on with the keys at hand, which are also kept when it fails
+//! (an issuer that cannot be reached does not stop the tokens it signed). A key is held to what its JWK says it
 //! is for (RFC 7517: `use`, `key_ops`, `alg`; RFC 8725, section 3.1: one algorithm a key).
 
 use std::collections::HashMap;
@@ -42,9 +45,19 @@ struct Cached {
     keys: HashMap<String, Vec<Key>>,
     /// Keys without an id, tried when a token names none.
     anonymous: Vec<Key>,
+    /// When a fetch was last tried.
     fetched: Option<Instant>,
     /// Whether the last fetch failed (the keys from before it are kept).
     failed: bool,
+}
+
+impl Cached {
+    /// Whether the keys are due to be fetched again: older than `max_age`, or, after a
+    /// failed fetch, once [`REFETCH_AFTER`] has passed (or `max_age`, if shorter).
+    fn stale(&self, max_age: Duration) -> bool {
+        let every = if self.failed { REFETCH_AFTER.min(max_age) } else { max_age };
+        self.fetched.is_some_and(|at| at.elapsed() >= every)
+    }
 }
 
 /// One issuer's keys.
@@ -58,6 +71,8 @@ pub struct IssuerKeys {
     /// When discovery last failed, and why.
     undiscovered: std::sync::Mutex<Option<(Instant, String)>>,
     cache: RwLock<Cached>,
+    /// How long a fetched key set is taken before it is fetched again.
+    max_age: Duration,
     /// One fetch at a time.
     fetching: Mutex<()>,
     http: reqwest::Client,
@@ -72,13 +87,14 @@ struct Metadata {
 }
 
 impl IssuerKeys {
-    pub fn new(issuer: &str, jwks_uri: Option<String>, http: reqwest::Client) -> IssuerKeys {
+    pub fn new(issuer: &str, jwks_uri: Option<String>, max_age: Duration, http: reqwest::Client) -> IssuerKeys {
         IssuerKeys {
             issuer: issuer.to_owned(),
             jwks_uri,
             metadata: OnceCell::new(),
             undiscovered: std::sync::Mutex::new(None),
             cache: RwLock::default(),
+            max_age,
             fetching: Mutex::new(()),
             http,
         }
@@ -86,9 +102,20 @@ impl IssuerKeys {
 
     /// The keys a token signed with `alg` and naming key id `kid` may have been signed with.
     pub async fn keys(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<DecodingKey>, KeyError> {
-        if let Some(found) = Self::lookup(&*self.cache.read().await, kid, alg) {
-            return Ok(found);
+        let cache = self.cache.read().await;
+        if let Some(found) = Self::lookup(&cache, kid, alg) {
+            if !cache.stale(self.max_age) {
+                return Ok(found);
+            }
+            drop(cache);
+            // One request refreshes a stale set; the others meanwhile take the keys at hand.
+            let Ok(_one) = self.fetching.try_lock() else { return Ok(found) };
+            if self.cache.read().await.stale(self.max_age) {
+                self.refresh().await.ok();
+            }
+            return Self::lookup(&*self.cache.read().await, kid, alg).ok_or(KeyError::Unknown);
         }
+        drop(cache);
         let _one = self.fetching.lock().await;
         let cache = self.cache.read().await;
         if let Some(found) = Self::lookup(&cache, kid, alg) {
@@ -102,6 +129,13 @@ impl IssuerKeys {
             });
         }
         drop(cache);
+        self.refresh().await?;
+        Self::lookup(&*self.cache.read().await, kid, alg).ok_or(KeyError::Unknown)
+    }
+
+    /// Fetch the key set and put it in place of the cached one; on failure the cached keys
+    /// stay. The caller holds `fetching`.
+    async fn refresh(&self) -> Result<(), KeyError> {
         let fetched = self.fetch().await;
         let mut cache = self.cache.write().await;
         cache.fetched = Some(Instant::now());
@@ -118,7 +152,7 @@ impl IssuerKeys {
             }
         }
         tracing::info!(issuer = %self.issuer, keys = published, "fetched the authorization server's keys");
-        Self::lookup(&cache, kid, alg).ok_or(KeyError::Unknown)
+        Ok(())
     }
 
     fn lookup(cache: &Cached, kid: Option<&str>, alg: Algorithm) -> Option<Vec<DecodingKey>> {

@@ -77,6 +77,9 @@ struct Claims {
     /// read here so that such a token is refused (RFC 7519: a NumericDate is a number).
     #[serde(default, rename = "nbf")]
     _nbf: Option<NumericDate>,
+    /// Checked here: jsonwebtoken does not look at it.
+    #[serde(default)]
+    iat: Option<NumericDate>,
     #[serde(default)]
     scope: Option<String>,
     /// Okta writes a list, Entra ID a space-separated string.
@@ -84,13 +87,19 @@ struct Claims {
     scp: Option<Scp>,
 }
 
-/// A NumericDate claim: any JSON number.
-struct NumericDate;
+/// A NumericDate claim: any JSON number (seconds since the epoch).
+struct NumericDate(f64);
 
 impl<'de> Deserialize<'de> for NumericDate {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        f64::deserialize(deserializer).map(|_| NumericDate)
+        f64::deserialize(deserializer).map(NumericDate)
     }
+}
+
+/// Whether a token says it was issued (`iat`) later than `now` plus `leeway` seconds: its
+/// issuer's clock is wrong, or it was not made by the issuer at all.
+fn issued_in_the_future(iat: Option<&NumericDate>, now: u64, leeway: u64) -> bool {
+    iat.is_some_and(|NumericDate(at)| *at > now.saturating_add(leeway) as f64)
 }
 
 #[derive(Deserialize)]
@@ -177,10 +186,11 @@ impl Authenticator {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        let keys_max_age = Duration::from_secs(config.keys_max_age_s);
         let issuers = config
             .authorization_servers
             .iter()
-            .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), http.clone()))
+            .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), keys_max_age, http.clone()))
             .collect();
         let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
         let introspector = config.introspection.as_ref().map(|i| Introspector::new(i, http.clone())).transpose()?;
@@ -221,7 +231,10 @@ impl Authenticator {
             return Ok((principal(claims).map_err(AuthError::Invalid)?, reusable_for(exp, epoch_seconds())));
         }
         let (principal, exp) = self.jwt(token).await?;
-        Ok((principal, reusable_for(exp, epoch_seconds())))
+        // Not past the keys' age either: a token whose key is withdrawn is refused as soon
+        // as the keys are fetched again.
+        let keys_max_age = Duration::from_secs(self.config.keys_max_age_s);
+        Ok((principal, reusable_for(exp, epoch_seconds()).min(keys_max_age)))
     }
 
     fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
@@ -305,6 +318,9 @@ impl Authenticator {
         let mut last = "the token's signature does not verify".to_owned();
         for key in keys {
             match jsonwebtoken::decode::<Claims>(token, &key, &validation) {
+                Ok(data) if issued_in_the_future(data.claims.iat.as_ref(), epoch_seconds(), self.config.leeway_s) => {
+                    return Err("the token says it was issued in the future".into());
+                }
                 Ok(data) => {
                     let exp = data.claims.exp;
                     return principal(data.claims).map(|p| (p, exp));
@@ -410,6 +426,7 @@ mod tests {
             jwks_uri: None,
             algorithms: vec!["RS256".into()],
             leeway_s: 0,
+            keys_max_age_s: 300,
             require_at_jwt: false,
             api_keys: vec![ApiKey { subject: "ci".into(), sha256: key, scopes: vec!["plugins.calc".into()] }],
             introspection: None,
@@ -475,6 +492,18 @@ mod tests {
         assert!(principal(serde_json::from_str(r#"{"iss": "https://i", "exp": 1, "sub": ""}"#).unwrap()).is_err());
         assert!(serde_json::from_str::<Claims>(r#"{"iss": "https://i", "exp": 1, "sub": "a", "nbf": "9"}"#).is_err());
         assert!(serde_json::from_str::<Claims>(r#"{"iss": "https://i", "exp": 1, "sub": "a", "nbf": 9.5}"#).is_ok());
+        assert!(serde_json::from_str::<Claims>(r#"{"iss": "https://i", "exp": 1, "sub": "a", "iat": "9"}"#).is_err());
+    }
+
+    #[test]
+    fn a_token_issued_in_the_future_is_told_apart_within_the_leeway() {
+        let at = |t: f64| Some(NumericDate(t));
+        assert!(!issued_in_the_future(None, 1_000, 0));
+        assert!(!issued_in_the_future(at(1_000.0).as_ref(), 1_000, 0));
+        assert!(issued_in_the_future(at(1_000.5).as_ref(), 1_000, 0));
+        assert!(!issued_in_the_future(at(1_030.0).as_ref(), 1_000, 30));
+        assert!(issued_in_the_future(at(1_031.0).as_ref(), 1_000, 30));
+        assert!(issued_in_the_future(at(1e300).as_ref(), u64::MAX, 30), "the leeway saturates");
     }
 
     #[test]

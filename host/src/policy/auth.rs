@@ -17,6 +17,10 @@ pub const ALGORITHMS: [&str; 9] = ["RS256", "RS384", "RS512", "PS256", "PS384", 
 
 /// How long a token may be past `exp` (or before `nbf`) by default: clock skew.
 const DEFAULT_LEEWAY_S: u64 = 30;
+/// How long an issuer's key set is taken before it is fetched again, by default and at
+/// most: a key the issuer withdraws is refused at the latest this long after.
+const DEFAULT_KEYS_MAX_AGE_S: u64 = 300;
+const MAX_KEYS_MAX_AGE_S: u64 = 86_400;
 /// How long an introspection answer is reused by default, and at most: a revoked token is
 /// refused at the latest this long after its revocation.
 const DEFAULT_INTROSPECTION_CACHE_S: u64 = 60;
@@ -36,8 +40,10 @@ pub(super) struct AuthEntry {
     jwks_uri: Option<String>,
     /// Signature algorithms accepted (default: every one of [`ALGORITHMS`]).
     algorithms: Option<Vec<String>>,
-    /// Seconds of clock skew allowed on `exp` and `nbf`.
+    /// Seconds of clock skew allowed on `exp`, `nbf` and `iat`.
     leeway_s: Option<u64>,
+    /// Seconds an issuer's key set is taken before it is fetched again.
+    keys_max_age_s: Option<u64>,
     /// Insist on RFC 9068's `typ: at+jwt` (many providers still write `JWT`).
     #[serde(default)]
     require_at_jwt: bool,
@@ -98,6 +104,7 @@ pub struct AuthConfig {
     pub jwks_uri: Option<String>,
     pub algorithms: Vec<String>,
     pub leeway_s: u64,
+    pub keys_max_age_s: u64,
     pub require_at_jwt: bool,
     pub api_keys: Vec<ApiKey>,
     pub introspection: Option<IntrospectionConfig>,
@@ -187,6 +194,11 @@ impl AuthEntry {
                 list
             }
         };
+        let keys_max_age_s = match self.keys_max_age_s {
+            None => DEFAULT_KEYS_MAX_AGE_S,
+            Some(0) => return Err("keys_max_age_s must be at least 1".into()),
+            Some(s) => s.min(MAX_KEYS_MAX_AGE_S),
+        };
         let mut api_keys = Vec::with_capacity(self.api_keys.len());
         for key in self.api_keys {
             let sha256 = parse_sha256(&key.sha256)
@@ -223,6 +235,7 @@ impl AuthEntry {
             jwks_uri: self.jwks_uri,
             algorithms,
             leeway_s: self.leeway_s.unwrap_or(DEFAULT_LEEWAY_S).min(600),
+            keys_max_age_s,
             require_at_jwt: self.require_at_jwt,
             api_keys,
             introspection,
@@ -250,8 +263,13 @@ mod tests {
         assert_eq!(config.resource_path(), "/t/acme/mcp");
         assert_eq!(config.metadata_url(), "https://mcp.acme.example/.well-known/oauth-protected-resource/t/acme/mcp");
         assert_eq!(config.leeway_s, 30);
+        assert_eq!(config.keys_max_age_s, 300);
         let local = auth("resource = \"http://127.0.0.1:3000/mcp\"\nauthorization_servers = [\"http://localhost:9\"]");
         assert!(local.is_ok(), "{local:?}");
+        let never = auth(
+            "resource = \"https://m.example/mcp\"\nauthorization_servers = [\"https://i.example\"]\nkeys_max_age_s = 0",
+        );
+        assert!(never.unwrap_err().contains("keys_max_age_s"));
     }
 
     #[test]
