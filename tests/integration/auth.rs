@@ -8,6 +8,8 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -482,22 +484,57 @@ async fn a_withdrawn_signing_key_is_refused_once_the_keys_are_fetched_again() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// An HTTP listener on 127.0.0.1 that answers every request with `status` and no body.
-async fn answering(status: &'static str) -> u16 {
+/// An HTTP listener on 127.0.0.1 that answers every request with `status` and `body` (JSON),
+/// or, with no `status`, never answers; and how many requests it has had.
+async fn answering(status: Option<&'static str>, body: &'static str) -> (u16, Arc<AtomicUsize>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
             tokio::spawn(async move {
                 // The form is small: one read takes the head and the body.
                 let _ = socket.read(&mut [0; 8192]).await;
-                let head = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                counter.fetch_add(1, Ordering::SeqCst);
+                let Some(status) = status else {
+                    return tokio::time::sleep(Duration::from_secs(60)).await;
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
                 let _ = socket.write_all(head.as_bytes()).await;
             });
         }
     });
-    port
+    (port, asked)
+}
+
+/// Introspection policy for `tenants`, each asking its own endpoint (a port on 127.0.0.1).
+fn introspected(dir: &Path, port: u16, tenants: [(&str, u16); 2]) -> std::path::PathBuf {
+    let policy = layout(dir, port, &format!("http://127.0.0.1:{}", tenants[0].1));
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    for (tenant, endpoint) in tenants {
+        text.push_str(&format!(
+            "[tenants.{tenant}.auth.introspection]\nendpoint = \"http://127.0.0.1:{endpoint}/introspect\"\n\
+             client_id = \"capsule\"\nclient_secret = {{ env = \"CAPSULE_TEST_INTROSPECTION_SECRET\" }}\n"
+        ));
+    }
+    std::fs::write(&policy, text).unwrap();
+    policy
+}
+
+/// Capsule on `port` under `policy`, with the introspection secret [`introspected`] names.
+fn serve_introspecting(port: u16, policy: &Path) -> Server {
+    Server::http_with_env(
+        &std::env::current_dir().unwrap(),
+        &["--listen", &format!("127.0.0.1:{port}"), "--config", policy.to_str().unwrap()],
+        &[("CAPSULE_TEST_INTROSPECTION_SECRET", "s3cret")],
+    )
 }
 
 /// An introspection endpoint that refuses the question (400) or Capsule's own credentials
@@ -508,22 +545,10 @@ async fn answering(status: &'static str) -> u16 {
 async fn an_introspection_endpoint_that_refuses_the_question_refuses_the_token() {
     let dir = scratch_dir("auth-introspection-refused");
     let port = free_port();
-    let (bad_request, unauthorized) = (answering("400 Bad Request").await, answering("401 Unauthorized").await);
-    let issuer = format!("http://127.0.0.1:{bad_request}");
-    let policy = layout(&dir, port, &issuer);
-    let mut text = std::fs::read_to_string(&policy).unwrap();
-    for (tenant, endpoint) in [("acme", bad_request), ("globex", unauthorized)] {
-        text.push_str(&format!(
-            "[tenants.{tenant}.auth.introspection]\nendpoint = \"http://127.0.0.1:{endpoint}/introspect\"\n\
-             client_id = \"capsule\"\nclient_secret = {{ env = \"CAPSULE_TEST_INTROSPECTION_SECRET\" }}\n"
-        ));
-    }
-    std::fs::write(&policy, text).unwrap();
-    let server = Server::http_with_env(
-        &std::env::current_dir().unwrap(),
-        &["--listen", &format!("127.0.0.1:{port}"), "--config", policy.to_str().unwrap()],
-        &[("CAPSULE_TEST_INTROSPECTION_SECRET", "s3cret")],
-    );
+    let (bad_request, _) = answering(Some("400 Bad Request"), "").await;
+    let (unauthorized, _) = answering(Some("401 Unauthorized"), "").await;
+    let policy = introspected(&dir, port, [("acme", bad_request), ("globex", unauthorized)]);
+    let server = serve_introspecting(port, &policy);
     for tenant in ["acme", "globex"] {
         let url = format!("http://127.0.0.1:{port}/t/{tenant}/mcp");
         let reply = with_token(&url, "an-opaque-token-0123456789").modern(1, "tools/list", json!({}), json!({})).await;
@@ -535,6 +560,44 @@ async fn an_introspection_endpoint_that_refuses_the_question_refuses_the_token()
     let log = server.wait_for_log("refused Capsule's introspection credentials (HTTP 401 Unauthorized)");
     assert!(!log.contains("s3cret") && !log.contains("an-opaque-token"), "a secret reached the log:\n{log}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A token found inactive is not asked about again while that answer stands; and an endpoint
+/// that never answers holds a request at most a few seconds in the queue behind the 8 in
+/// flight, which then gets the 503 of an outage rather than waiting on every slow one.
+#[tokio::test]
+async fn a_dead_token_is_asked_about_once_and_a_silent_endpoint_is_not_waited_on_forever() {
+    let dir = scratch_dir("auth-introspection-queue");
+    let port = free_port();
+    let (inactive, asked) = answering(Some("200 OK"), r#"{"active": false}"#).await;
+    let (silent, _) = answering(None, "").await;
+    let policy = introspected(&dir, port, [("acme", inactive), ("globex", silent)]);
+    let server = serve_introspecting(port, &policy);
+    let acme = format!("http://127.0.0.1:{port}/t/acme/mcp");
+    for _ in 0..3 {
+        let reply = with_token(&acme, "a-dead-opaque-token-0123").modern(1, "tools/list", json!({}), json!({})).await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(reply.headers["www-authenticate"].to_str().unwrap().contains("not active"));
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "the dead token was asked about more than once");
+
+    let globex = format!("http://127.0.0.1:{port}/t/globex/mcp");
+    let started = std::time::Instant::now();
+    let mut waiting = tokio::task::JoinSet::new();
+    for n in 0..9 {
+        let client = with_token(&globex, &format!("opaque-token-number-{n}"));
+        waiting.spawn(async move {
+            let reply = client.modern(1, "tools/list", json!({}), json!({})).await;
+            (reply.status, started.elapsed())
+        });
+    }
+    let (status, after) = waiting.join_next().await.unwrap().unwrap();
+    assert_eq!(status, 503, "the first answer, after {after:?}");
+    assert!(after < Duration::from_secs(9), "the queued request waited {after:?}, as long as the ones asking");
+    while let Some(done) = waiting.join_next().await {
+        assert_eq!(done.unwrap().0, 503);
+    }
+    server.wait_for_log("8 introspections were in flight for 5s");
 }
 
 /// An authorization server that cannot be asked (nothing listens where it should) is the

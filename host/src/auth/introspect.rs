@@ -3,11 +3,15 @@
 //! active and what it grants. The answer is held to the same rules as a JWT's claims (issuer,
 //! audience, expiry) and reused for a short while, so a revoked token stops working within
 //! that while and a busy client does not cost an authorization-server round trip per request.
+//! A token found inactive is remembered as long, so a client retrying a dead token does not
+//! ask again each time.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::keys::{IssuerKeys, read_json};
@@ -17,6 +21,11 @@ use crate::policy::{IntrospectionConfig, Secret};
 /// Introspections in flight at once: a flood of made-up tokens queues here rather than
 /// becoming a flood at the authorization server.
 const IN_FLIGHT: usize = 8;
+/// How long a request waits for one of those: past it, the authorization server is taken to
+/// be too slow to ask (503), rather than holding every request behind the slow ones.
+const SLOT_WAIT: Duration = Duration::from_secs(5);
+/// Inactive tokens remembered at most (by SHA-256): past it, the lapsed are let go, then all.
+const INACTIVE_CAP: usize = 10_000;
 /// The least time between two warnings that the authorization server could not be asked (a
 /// stream of requests while it is down is one warning, the rest at debug).
 const WARN_EVERY: u64 = 10;
@@ -29,10 +38,15 @@ pub struct Introspector {
     authorization: Secret,
     cache_for: Duration,
     slots: Semaphore,
+    /// Tokens lately found inactive, by SHA-256, until when that answer stands.
+    inactive: std::sync::Mutex<HashMap<[u8; 32], Instant>>,
     http: reqwest::Client,
     /// When the last warning was logged, in seconds since the epoch.
     warned: AtomicU64,
 }
+
+/// Why an inactive token is refused.
+const NOT_ACTIVE: &str = "the token is not active (expired, revoked or unknown)";
 
 /// An introspection answer (RFC 7662 §2.2): the fields that matter here.
 #[derive(Deserialize)]
@@ -78,6 +92,7 @@ impl Introspector {
             authorization: Secret::new(format!("Basic {basic}")),
             cache_for: Duration::from_secs(config.cache_s),
             slots: Semaphore::new(IN_FLIGHT),
+            inactive: std::sync::Mutex::default(),
             http,
             warned: AtomicU64::new(0),
         })
@@ -96,9 +111,21 @@ impl Introspector {
             Some(endpoint) => endpoint.as_str(),
             None => issuer.introspection_endpoint().await.map_err(|e| self.unavailable(e.to_string()))?,
         };
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if self.known_inactive(&digest) {
+            return Err(AuthError::Invalid(NOT_ACTIVE.into()));
+        }
         let answer: Answer = {
-            let _slot =
-                self.slots.acquire().await.map_err(|_| AuthError::Invalid("introspection is shut down".into()))?;
+            let _slot = match tokio::time::timeout(SLOT_WAIT, self.slots.acquire()).await {
+                Ok(slot) => slot.map_err(|_| AuthError::Invalid("introspection is shut down".into()))?,
+                Err(_) => {
+                    return Err(self.unavailable(format!(
+                        "{IN_FLIGHT} introspections were in flight for {}s, and a token waiting as \
+                         long was not asked about",
+                        SLOT_WAIT.as_secs()
+                    )));
+                }
+            };
             let response = self
                 .http
                 .post(endpoint)
@@ -121,6 +148,9 @@ impl Introspector {
             }
             read_json(endpoint, response).await.map_err(|e| self.unavailable(e))?
         };
+        if !answer.active {
+            self.remember_inactive(digest);
+        }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         check(&answer, issuer.issuer(), resource, leeway, now).map_err(AuthError::Invalid)?;
         let until = answer.exp.unwrap_or(u64::MAX).min(now.saturating_add(self.cache_for.as_secs()));
@@ -134,6 +164,23 @@ impl Introspector {
             _nbf: None,
             iat: None,
         })
+    }
+
+    fn known_inactive(&self, digest: &[u8; 32]) -> bool {
+        let inactive = self.inactive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        inactive.get(digest).is_some_and(|until| Instant::now() < *until)
+    }
+
+    fn remember_inactive(&self, digest: [u8; 32]) {
+        let mut inactive = self.inactive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        if inactive.len() >= INACTIVE_CAP {
+            inactive.retain(|_, until| now < *until);
+            if inactive.len() >= INACTIVE_CAP {
+                inactive.clear();
+            }
+        }
+        inactive.insert(digest, now + self.cache_for);
     }
 
     /// The authorization server could not be asked: why goes to the operator's log (at most
@@ -160,7 +207,7 @@ impl Introspector {
 /// Whether an answer vouches for the token here and now.
 fn check(answer: &Answer, issuer: &str, resource: &str, leeway: u64, now: u64) -> Result<(), String> {
     if !answer.active {
-        return Err("the token is not active (expired, revoked or unknown)".into());
+        return Err(NOT_ACTIVE.into());
     }
     // Exactly the issuer, as a JWT's `iss` must be.
     if answer.iss.as_deref().is_some_and(|iss| iss != issuer) {
