@@ -235,17 +235,23 @@ async fn a_tenants_directory_serves_one_tenant_per_folder() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A `tenants` folder under `dir` with the tenants north and south, each serving calc.
+fn north_and_south(dir: &Path) -> std::path::PathBuf {
+    let tenants = dir.join("tenants");
+    for tenant in ["north", "south"] {
+        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
+        std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
+    }
+    tenants
+}
+
 /// One tenant's broken `tenant.toml` (unknown keys, or a FIFO) holds up no other tenant: a
 /// host name another tenant rotates applies at once, and the broken one keeps serving as it
 /// was, its error in its own status alone.
 #[tokio::test]
 async fn a_broken_tenant_file_holds_up_no_other_tenant() {
     let dir = scratch_dir("tenants-isolated");
-    let tenants = dir.join("tenants");
-    for tenant in ["north", "south"] {
-        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
-        std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
-    }
+    let tenants = north_and_south(&dir);
     std::fs::write(tenants.join("south").join("tenant.toml"), "hosts = [\"south-1.test\"]\n").unwrap();
     std::fs::write(tenants.join("north").join("tenant.toml"), "hosts = [\"north.test\"]\n").unwrap();
     let (server, admin) = Admin::serve(&dir, &["--tenants", tenants.to_str().unwrap()]);
@@ -428,11 +434,7 @@ fn check_judges_a_plugin_by_the_tenant_it_names() {
 #[tokio::test]
 async fn a_kept_tenant_keeps_its_resource() {
     let dir = scratch_dir("tenants-resource");
-    let tenants = dir.join("tenants");
-    for tenant in ["north", "south"] {
-        std::fs::create_dir_all(tenants.join(tenant)).unwrap();
-        std::fs::copy(plugins().join("calc.wasm"), tenants.join(tenant).join("calc.wasm")).unwrap();
-    }
+    let tenants = north_and_south(&dir);
     let auth = |resource: &str| {
         format!(
             "[auth]\nresource = \"{resource}\"\napi_keys = [{{ subject = \"ci\", sha256 = \"{}\", scopes = [] }}]\n",
