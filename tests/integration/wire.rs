@@ -1650,3 +1650,54 @@ async fn a_get_stream_open_past_the_idle_limit_restarts_it_when_it_closes() {
     let kept = client.post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})).await;
     assert_eq!(kept.status, 200, "idle for less than 2s since its stream closed: {}", kept.body);
 }
+
+/// A request refused at the MCP endpoint before any message in it is read says why in a
+/// JSON-RPC Invalid Request error with no id (`null`; left out for 2026-07-28, whose ids are
+/// never `null`), as the transport allows and the official SDKs' servers do, so a client can
+/// show it; one refused after its message is read carries the message's id.
+#[tokio::test]
+async fn a_refusal_at_the_endpoint_is_a_json_rpc_error_saying_why() {
+    let server = Server::http(&[]);
+    let http = reqwest::Client::new();
+    let both = "application/json, text/event-stream";
+    let legacy: Option<&str> = None;
+    let cases = [
+        (vec![("content-type", "text/plain"), ("accept", both)], legacy, 415, "Content-Type"),
+        (vec![("content-type", "application/json"), ("accept", "text/html")], legacy, 406, "must accept"),
+        (
+            vec![("content-type", "application/json"), ("accept", both), ("origin", "http://evil.example")],
+            legacy,
+            403,
+            "Origin",
+        ),
+        (vec![("content-type", "text/plain"), ("accept", both)], Some("2026-07-28"), 415, "Content-Type"),
+        (vec![("content-type", "application/json"), ("accept", both)], legacy, 400, "Session ID is required"),
+    ];
+    for (headers, revision, status, why) in cases {
+        let mut request = http.post(&server.url).body(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+        for (name, value) in headers.iter().copied().chain(revision.map(|r| ("mcp-protocol-version", r))) {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{why}");
+        assert_eq!(response.headers()["content-type"], "application/json", "{why}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["jsonrpc"], "2.0", "{body}");
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(why), "{body}");
+        match (status, revision) {
+            // Read, and a request: its id.
+            (400, _) => assert_eq!(body["id"], 7, "{body}"),
+            (_, Some(_)) => assert!(body.get("id").is_none(), "{body}"),
+            (_, None) => assert!(body["id"].is_null() && body.get("id").is_some(), "{body}"),
+        }
+    }
+    // GET and DELETE have nothing for a 2026-07-28 client: 405, saying which method is.
+    let response = http.get(&server.url).header("mcp-protocol-version", "2026-07-28").send().await.unwrap();
+    assert_eq!((response.status().as_u16(), response.headers()["allow"].to_str().unwrap()), (405, "POST"));
+    let body: Value = response.json().await.unwrap();
+    assert!(body.get("id").is_none() && body["error"]["code"] == -32600, "{body}");
+    // Off the endpoint, a plain 404.
+    let elsewhere = http.get(server.url.replace("/mcp", "/elsewhere")).send().await.unwrap();
+    assert_eq!(elsewhere.status().as_u16(), 404);
+}

@@ -16,10 +16,10 @@ use tokio::sync::mpsc;
 use super::super::jsonrpc::{self, Batch, Incoming, Message};
 use super::checks;
 use super::exchange::{self, Answer, OnDrop, json};
+use super::refused;
 use super::resume::PostStreams;
 use super::session::{Session, SessionTable};
 use super::sse;
-use super::text;
 use crate::auth::{Authenticator, Principal};
 use crate::mcp::{Front, NO_ROOM, Origin, TraceContext};
 
@@ -51,6 +51,14 @@ fn caller_id(caller: &Caller) -> Option<&str> {
     caller.as_ref().map(|p| &*p.id)
 }
 
+/// A message's id, if it is a request.
+fn request_id<'m>(message: &'m Message<'_>) -> Option<&'m RequestId> {
+    match message {
+        Message::Request { id, .. } => Some(id),
+        _ => None,
+    }
+}
+
 /// The answer to a request naming a session that is not live, with the request's id when
 /// there is one.
 fn no_session(id: Option<&RequestId>) -> Response {
@@ -75,15 +83,15 @@ pub async fn post(
     };
     let named = match session_id(headers) {
         Ok(named) => named,
-        Err(checks::Repeated) => return text(400, TWO_SESSIONS),
+        Err(checks::Repeated) => return refused(headers, 400, TWO_SESSIONS),
     };
     let session = match named {
         Some(id) => match table.get(id, caller_id(caller)) {
             Some(session) => Some(session),
             None => {
                 let id = match &incoming {
-                    Incoming::Single(Message::Request { id, .. }) => Some(id),
-                    _ => None,
+                    Incoming::Single(message) => request_id(message),
+                    Incoming::Batch(_) => None,
                 };
                 return no_session(id);
             }
@@ -133,13 +141,10 @@ pub async fn post(
                     // One no revision served names is answered as everywhere: with all of them.
                     ErrorData::unsupported_protocol_version(version, ProtocolVersion::KNOWN_VERSIONS)
                 };
-                let id = match &message {
-                    Message::Request { id, .. } => Some(id),
-                    _ => None,
-                };
-                return json(StatusCode::BAD_REQUEST, jsonrpc::error(id, &error));
+                return json(StatusCode::BAD_REQUEST, jsonrpc::error(request_id(&message), &error));
             }
-            text(400, "Bad Request: Session ID is required")
+            let error = ErrorData::invalid_request("Bad Request: Session ID is required", None);
+            json(StatusCode::BAD_REQUEST, jsonrpc::error(request_id(&message), &error))
         }
     }
 }
@@ -404,31 +409,33 @@ const NOT_ISSUED: &str = "Bad Request: Last-Event-ID is not an event id of this 
 pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> Response {
     let id = match required_session_id(headers) {
         Ok(id) => id,
-        Err(reason) => return text(400, reason),
+        Err(reason) => return refused(headers, 400, reason),
     };
     let Some(session) = table.get(id, caller_id(caller)) else { return no_session(None) };
     // An empty id is no id (an EventSource that saw none sends none); one that is not text
     // is no id this session issued.
     let Ok(resume) = checks::at_most_once(headers, "last-event-id") else {
-        return text(400, "Bad Request: more than one Last-Event-ID header");
+        return refused(headers, 400, "Bad Request: more than one Last-Event-ID header");
     };
     let resume = match resume.map(|v| v.to_str().map(str::trim)) {
         None => None,
         Some(Ok(id)) => Some(id).filter(|id| !id.is_empty()),
-        Some(Err(_)) => return text(400, NOT_ISSUED),
+        Some(Err(_)) => return refused(headers, 400, NOT_ISSUED),
     };
     // A POST stream's id resumes that stream, through its answer; the session's own GET
     // stream is left as it is.
     match resume.map(|id| session.posts.find(id)) {
         Some(Ok(Some(events))) => return sse::response(events),
-        Some(Err(())) => return text(400, "Bad Request: Last-Event-ID names a stream this session no longer keeps"),
+        Some(Err(())) => {
+            return refused(headers, 400, "Bad Request: Last-Event-ID names a stream this session no longer keeps");
+        }
         _ => {}
     }
     // An id this session never issued would silence the stream (nothing comes after it).
     let after = match resume.map(|id| session.resume_point(id)) {
         None => None,
         Some(Some(after)) => Some(after),
-        Some(None) => return text(400, NOT_ISSUED),
+        Some(None) => return refused(headers, 400, NOT_ISSUED),
     };
     // SEP-1699 (2025-11-25): a priming event gives the client an id to resume from.
     let start = after.unwrap_or_else(|| session.delivered());
@@ -439,7 +446,7 @@ pub fn get(table: &Arc<SessionTable>, headers: &HeaderMap, caller: &Caller) -> R
 pub fn delete(table: &SessionTable, headers: &HeaderMap, caller: &Caller) -> Response {
     let id = match required_session_id(headers) {
         Ok(id) => id,
-        Err(reason) => return text(400, reason),
+        Err(reason) => return refused(headers, 400, reason),
     };
     if table.remove(id, caller_id(caller)) { StatusCode::NO_CONTENT.into_response() } else { no_session(None) }
 }

@@ -291,15 +291,29 @@ fn header_map(pairs: &[(&'static str, &str)]) -> axum::http::HeaderMap {
     map
 }
 
-/// A plain-text error.
+/// A plain-text error, off the MCP endpoint.
 fn text(status: u16, text: &'static str) -> Response {
     (StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), text).into_response()
 }
 
 fn method_not_allowed(allow: &'static str) -> Response {
-    let mut response = text(405, "Method Not Allowed");
+    with_allow(text(405, "Method Not Allowed"), allow)
+}
+
+fn with_allow(mut response: Response, allow: &'static str) -> Response {
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
     response
+}
+
+/// A request to the MCP endpoint refused before any message in it is read: `status`, with a
+/// JSON-RPC Invalid Request error that has no id, as the transport allows ("MAY comprise a
+/// JSON-RPC error response that has no id"), so a client can show why: `null`, or left out
+/// for a revision whose ids are never `null` (see [`omits_unread_ids`]).
+fn refused(headers: &axum::http::HeaderMap, status: u16, why: &'static str) -> Response {
+    let error = ErrorData::invalid_request(why, None);
+    let omits = declared(headers).ok().flatten().is_some_and(|(version, _)| omits_unread_ids(version));
+    let body = if omits { jsonrpc::modern_error(None, &error) } else { jsonrpc::error(None, &error) };
+    exchange::json(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
 }
 
 /// The revision a request declares in `MCP-Protocol-Version`, and whether this server knows
@@ -366,7 +380,10 @@ async fn front(door: &FrontDoor, set: &TenantSet, tenant: Option<&Arc<Tenant>>, 
     }
     let response = match tenant {
         Some(tenant) => handle(door, tenant, request).await,
-        None => unread(&door.options, request, text(404, "Not Found: no such tenant")).await,
+        None => {
+            let answer = refused(request.headers(), 404, "Not Found: no such tenant");
+            unread(&door.options, request, answer).await
+        }
     };
     cors::readable(origin, response)
 }
@@ -387,7 +404,7 @@ fn refuse(door: &FrontDoor, request: &Request, refusal: Refusal, status: u16, re
     door.tenants.metrics().refused(refusal);
     let client = request.extensions().get::<listener::ClientAddr>().map(|a| a.0);
     tracing::debug!(client = ?client, "refused: {reason}");
-    text(status, reason)
+    refused(request.headers(), status, reason)
 }
 
 /// Serve a request for `tenant` as the set in force now has it: its settings (authorization
@@ -436,7 +453,7 @@ async fn before_body(
     };
     let declared = match declared(headers) {
         Ok(declared) => declared,
-        Err(reason) => return Headed::Answered(text(400, reason)),
+        Err(reason) => return Headed::Answered(refused(headers, 400, reason)),
     };
     let modern = declared
         .filter(|(version, _)| *version >= ProtocolVersion::V_2026_07_28.as_str())
@@ -448,33 +465,41 @@ async fn before_body(
         // its revision asks for either way.
         Method::POST => {}
         Method::GET | Method::DELETE if unknown.is_some() => {
-            return Headed::Answered(text(400, "Bad Request: Unsupported MCP-Protocol-Version"));
+            return Headed::Answered(refused(headers, 400, "Bad Request: Unsupported MCP-Protocol-Version"));
         }
         // A 2026-07-28 client has no session, so no stream of its own and nothing to end.
-        Method::GET | Method::DELETE if modern.is_some() => return Headed::Answered(method_not_allowed("POST")),
+        Method::GET | Method::DELETE if modern.is_some() => {
+            return Headed::Answered(with_allow(refused(headers, 405, "Method Not Allowed"), "POST"));
+        }
         Method::GET => {
             if !checks::accepts(headers, &["text/event-stream"]) {
-                return Headed::Answered(text(406, "Not Acceptable: Client must accept text/event-stream"));
+                return Headed::Answered(refused(headers, 406, "Not Acceptable: Client must accept text/event-stream"));
             }
             return Headed::Answered(legacy::get(&endpoint.sessions, headers, &caller));
         }
         Method::DELETE => return Headed::Answered(legacy::delete(&endpoint.sessions, headers, &caller)),
-        _ => return Headed::Answered(method_not_allowed("GET, POST, DELETE")),
+        _ => return Headed::Answered(with_allow(refused(headers, 405, "Method Not Allowed"), "GET, POST, DELETE")),
     }
     if !checks::accepts(headers, &["application/json", "text/event-stream"]) {
-        return Headed::Answered(text(
+        return Headed::Answered(refused(
+            headers,
             406,
             "Not Acceptable: Client must accept both application/json and text/event-stream",
         ));
     }
     if !checks::is_json(headers) {
-        return Headed::Answered(text(415, "Unsupported Media Type: Content-Type must be application/json"));
+        return Headed::Answered(refused(
+            headers,
+            415,
+            "Unsupported Media Type: Content-Type must be application/json",
+        ));
     }
     if !checks::is_identity(headers) {
-        return Headed::Answered(text(415, "Unsupported Media Type: Content-Encoding is not supported"));
+        return Headed::Answered(refused(headers, 415, "Unsupported Media Type: Content-Encoding is not supported"));
     }
     if !checks::is_plain_framing(headers) {
-        return Headed::Answered(text(501, "Not Implemented: Transfer-Encoding other than chunked is not supported"));
+        let why = "Not Implemented: Transfer-Encoding other than chunked is not supported";
+        return Headed::Answered(refused(headers, 501, why));
     }
     Headed::Post(Post { caller, modern, unknown })
 }
@@ -521,7 +546,8 @@ async fn serve_body(
             return exchange::json(StatusCode::BAD_REQUEST, unread(error));
         }
         Err(body::Refused::Late) => {
-            return body::closing(text(408, "Request Timeout: the body did not arrive in time"));
+            let late = refused(&parts.headers, 408, "Request Timeout: the body did not arrive in time");
+            return body::closing(late);
         }
     };
     match modern.or(unknown) {
