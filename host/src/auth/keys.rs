@@ -3,12 +3,17 @@
 //! fetched once and cached; fetched again when a token names a key the cache does not hold,
 //! at most once per [`REFETCH_AFTER`], so a stream of tokens with made-up key ids cannot turn
 //! the server into a client hammering the issuer; and once the set is older than its maximum
-//! age, so that a key the issuer withdraws stops being taken. That refresh is made by one
-//! request while the others go on with the keys at hand, which are also kept when it fails
-//! (an issuer that cannot be reached does not stop the tokens it signed). A key is held to what its JWK says it
+//! age, so that a key the issuer withdraws stops being taken. That refresh runs on a task of
+//! its own while requests go on with the keys at hand (none waits on the issuer for it, and
+//! none can cut it short by hanging up); the keys are kept when it fails (an issuer that
+//! cannot be reached does not stop the tokens it signed). A verdict reached with a key set
+//! stands no longer than the set is fresh, so a token verified with a key later withdrawn is
+//! not remembered past the refresh that drops it. A key is held to what its JWK says it
 //! is for (RFC 7517: `use`, `key_ops`, `alg`; RFC 8725, section 3.1: one algorithm a key).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, KeyOperations, PublicKeyUse};
@@ -45,8 +50,10 @@ struct Cached {
     keys: HashMap<String, Vec<Key>>,
     /// Keys without an id, tried when a token names none.
     anonymous: Vec<Key>,
-    /// When a fetch was last tried.
+    /// When a fetch was last tried (from its start: a fetch in flight counts).
     fetched: Option<Instant>,
+    /// When the keys held were fetched.
+    refreshed: Option<Instant>,
     /// Whether the last fetch failed (the keys from before it are kept).
     failed: bool,
 }
@@ -58,6 +65,18 @@ impl Cached {
         let every = if self.failed { REFETCH_AFTER.min(max_age) } else { max_age };
         self.fetched.is_some_and(|at| at.elapsed() >= every)
     }
+
+    /// Until when a verdict reached with these keys may stand.
+    fn fresh_until(&self, max_age: Duration) -> Instant {
+        self.refreshed.map_or_else(Instant::now, |at| at + max_age)
+    }
+}
+
+/// Keys a token may have been signed with, and until when a verdict reached with them may
+/// stand (past that, the key set is due to be fetched again).
+pub struct Candidates {
+    pub keys: Vec<DecodingKey>,
+    pub fresh_until: Instant,
 }
 
 /// One issuer's keys.
@@ -73,6 +92,8 @@ pub struct IssuerKeys {
     cache: RwLock<Cached>,
     /// How long a fetched key set is taken before it is fetched again.
     max_age: Duration,
+    /// Whether a refresh of a stale set is under way.
+    refreshing: AtomicBool,
     /// One fetch at a time.
     fetching: Mutex<()>,
     http: reqwest::Client,
@@ -95,30 +116,29 @@ impl IssuerKeys {
             undiscovered: std::sync::Mutex::new(None),
             cache: RwLock::default(),
             max_age,
+            refreshing: AtomicBool::new(false),
             fetching: Mutex::new(()),
             http,
         }
     }
 
     /// The keys a token signed with `alg` and naming key id `kid` may have been signed with.
-    pub async fn keys(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<DecodingKey>, KeyError> {
+    pub async fn keys(self: &Arc<Self>, kid: Option<&str>, alg: Algorithm) -> Result<Candidates, KeyError> {
+        let found = |cache: &Cached| {
+            let keys = Self::lookup(cache, kid, alg)?;
+            Some(Candidates { keys, fresh_until: cache.fresh_until(self.max_age) })
+        };
         let cache = self.cache.read().await;
-        if let Some(found) = Self::lookup(&cache, kid, alg) {
-            if !cache.stale(self.max_age) {
-                return Ok(found);
+        if let Some(found) = found(&cache) {
+            if cache.stale(self.max_age) {
+                self.refresh_in_background();
             }
-            drop(cache);
-            // One request refreshes a stale set; the others meanwhile take the keys at hand.
-            let Ok(_one) = self.fetching.try_lock() else { return Ok(found) };
-            if self.cache.read().await.stale(self.max_age) {
-                self.refresh().await.ok();
-            }
-            return Self::lookup(&*self.cache.read().await, kid, alg).ok_or(KeyError::Unknown);
+            return Ok(found);
         }
         drop(cache);
         let _one = self.fetching.lock().await;
         let cache = self.cache.read().await;
-        if let Some(found) = Self::lookup(&cache, kid, alg) {
+        if let Some(found) = found(&cache) {
             return Ok(found);
         }
         if cache.fetched.is_some_and(|at| at.elapsed() < REFETCH_AFTER) {
@@ -129,16 +149,36 @@ impl IssuerKeys {
             });
         }
         drop(cache);
-        self.refresh().await?;
-        Self::lookup(&*self.cache.read().await, kid, alg).ok_or(KeyError::Unknown)
+        // On a task of its own: a client that hangs up does not cut the fetch short.
+        let this = self.clone();
+        let fetched = tokio::spawn(async move { this.refresh().await }).await;
+        fetched.unwrap_or_else(|e| Err(KeyError::Fetch(format!("the key fetch failed: {e}"))))?;
+        found(&*self.cache.read().await).ok_or(KeyError::Unknown)
+    }
+
+    /// Fetch a stale key set again on a task of its own, unless that is under way.
+    fn refresh_in_background(self: &Arc<Self>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let one = this.fetching.lock().await;
+            if this.cache.read().await.stale(this.max_age) {
+                let _ = this.refresh().await;
+            }
+            drop(one);
+            this.refreshing.store(false, Ordering::Release);
+        });
     }
 
     /// Fetch the key set and put it in place of the cached one; on failure the cached keys
     /// stay. The caller holds `fetching`.
     async fn refresh(&self) -> Result<(), KeyError> {
+        // The attempt counts from its start, so that no other starts meanwhile.
+        self.cache.write().await.fetched = Some(Instant::now());
         let fetched = self.fetch().await;
         let mut cache = self.cache.write().await;
-        cache.fetched = Some(Instant::now());
         cache.failed = fetched.is_err();
         let set =
             fetched.inspect_err(|e| tracing::warn!(issuer = %self.issuer, "{e}; the keys had before are kept"))?;
@@ -151,7 +191,17 @@ impl IssuerKeys {
                 None => cache.anonymous.push(key),
             }
         }
-        tracing::info!(issuer = %self.issuer, keys = published, "fetched the authorization server's keys");
+        cache.refreshed = Some(Instant::now());
+        let usable = cache.keys.values().map(Vec::len).sum::<usize>() + cache.anonymous.len();
+        if usable == 0 {
+            tracing::warn!(
+                issuer = %self.issuer,
+                published,
+                "the authorization server publishes no signing key Capsule can use: its JWTs are refused"
+            );
+        } else {
+            tracing::info!(issuer = %self.issuer, keys = usable, published, "fetched the authorization server's keys");
+        }
         Ok(())
     }
 

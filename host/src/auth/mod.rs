@@ -167,7 +167,7 @@ fn quoted(text: &str) -> String {
 /// One tenant's resource server.
 pub struct Authenticator {
     config: AuthConfig,
-    issuers: Vec<IssuerKeys>,
+    issuers: Vec<Arc<IssuerKeys>>,
     algorithms: Vec<Algorithm>,
     introspector: Option<Introspector>,
     verified: std::sync::Mutex<Verified>,
@@ -190,7 +190,7 @@ impl Authenticator {
         let issuers = config
             .authorization_servers
             .iter()
-            .map(|issuer| IssuerKeys::new(issuer, config.jwks_uri.clone(), keys_max_age, http.clone()))
+            .map(|issuer| Arc::new(IssuerKeys::new(issuer, config.jwks_uri.clone(), keys_max_age, http.clone())))
             .collect();
         let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
         let introspector = config.introspection.as_ref().map(|i| Introspector::new(i, http.clone())).transpose()?;
@@ -215,7 +215,9 @@ impl Authenticator {
         }
         let (principal, left) = self.verify(token).await?;
         let principal = Arc::new(principal);
-        self.remember(digest, principal.clone(), now + left);
+        if !left.is_zero() {
+            self.remember(digest, principal.clone(), now + left);
+        }
         Ok(principal)
     }
 
@@ -230,11 +232,11 @@ impl Authenticator {
             let exp = claims.exp;
             return Ok((principal(claims).map_err(AuthError::Invalid)?, reusable_for(exp, epoch_seconds())));
         }
-        let (principal, exp) = self.jwt(token).await?;
-        // Not past the keys' age either: a token whose key is withdrawn is refused as soon
-        // as the keys are fetched again.
-        let keys_max_age = Duration::from_secs(self.config.keys_max_age_s);
-        Ok((principal, reusable_for(exp, epoch_seconds()).min(keys_max_age)))
+        let (principal, exp, fresh_until) = self.jwt(token).await?;
+        // Not past the keys' freshness either: a token whose key is withdrawn is refused once
+        // the keys are fetched again.
+        let fresh_for = fresh_until.saturating_duration_since(Instant::now());
+        Ok((principal, reusable_for(exp, epoch_seconds()).min(fresh_for)))
     }
 
     fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
@@ -265,15 +267,16 @@ impl Authenticator {
         })
     }
 
-    /// Verify a JWT: its principal, and its `exp`.
-    async fn jwt(&self, token: &str) -> Result<(Principal, u64), AuthError> {
-        let (alg, issuer, keys) = self.jwt_keys(token).await?;
-        self.check_jwt(token, alg, &issuer, keys).map_err(AuthError::Invalid)
+    /// Verify a JWT: its principal, its `exp`, and until when its keys are fresh.
+    async fn jwt(&self, token: &str) -> Result<(Principal, u64, Instant), AuthError> {
+        let (alg, issuer, candidates) = self.jwt_keys(token).await?;
+        let (principal, exp) = self.check_jwt(token, alg, &issuer, candidates.keys).map_err(AuthError::Invalid)?;
+        Ok((principal, exp, candidates.fresh_until))
     }
 
     /// The keys that may have signed a JWT whose header passes: its issuer's, for its key id
     /// and algorithm (which are returned with them).
-    async fn jwt_keys(&self, token: &str) -> Result<(Algorithm, String, Vec<jsonwebtoken::DecodingKey>), AuthError> {
+    async fn jwt_keys(&self, token: &str) -> Result<(Algorithm, String, keys::Candidates), AuthError> {
         let invalid = |why: &str| AuthError::Invalid(why.to_owned());
         let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a signed JWT"))?;
         if !self.algorithms.contains(&header.alg) {
