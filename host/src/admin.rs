@@ -114,16 +114,12 @@ pub async fn serve(
     addr: SocketAddr,
     token: Token,
     scrape: Scrape,
-    body_timeout: std::time::Duration,
+    (header_timeout, body_timeout): (std::time::Duration, std::time::Duration),
     stop: CancellationToken,
 ) -> Result<()> {
     if !addr.ip().is_loopback() {
         bail!("the admin endpoint must listen on a loopback address, not {addr}");
     }
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for admin on {addr}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!("admin endpoint on http://{local}/admin");
     let app = axum::Router::new()
         .route("/admin/tenants", get(tenants_list))
         .route("/admin/tenants/reload", post(tenants_reload))
@@ -137,12 +133,10 @@ pub async fn serve(
         .layer(axum::middleware::from_fn_with_state((token, tenants.clone(), Arc::new(Allowed::new(&[], &[]))), guard))
         .layer(Extension(BodyTimeout(body_timeout)))
         .with_state(tenants);
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
-        if let Err(e) = served {
-            tracing::error!("admin endpoint failed: {e}");
-        }
-    });
+    let what = ("admin endpoint", "/admin");
+    crate::listener::side(addr, app, what, header_timeout, stop)
+        .await
+        .with_context(|| format!("cannot listen for admin on {addr}"))?;
     Ok(())
 }
 

@@ -774,15 +774,19 @@ async fn serve(args: ServeArgs, workers: Workers) -> Result<Ended> {
     if let Some(addr) = args.admin.admin_listen {
         let token_file = args.admin.admin_token_file.as_deref().context("--admin needs --admin-token-file")?;
         let token = crate::admin::token(token_file)?;
-        let body_timeout = Duration::from_secs(args.http.body_timeout);
-        crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), body_timeout, shutdown.clone()).await?;
+        let timeouts = (Duration::from_secs(args.http.header_timeout), Duration::from_secs(args.http.body_timeout));
+        crate::admin::serve(tenants.clone(), addr, token, scrape.clone(), timeouts, shutdown.clone()).await?;
     }
     if let Some(addr) = args.admin.metrics_listen {
         // The MCP endpoint's host names and origins, without the tenants' own names.
         let allowed = crate::transport::http::Allowed::new(&args.http.allowed_hosts, &args.http.allowed_origins);
         let hosts: crate::telemetry::HostCheck =
             std::sync::Arc::new(move |uri, headers| allowed.check(uri, headers, |_| false));
-        crate::telemetry::serve(addr, scrape, hosts, shutdown.clone()).await?;
+        let app = crate::telemetry::app(scrape, hosts);
+        let header_timeout = Duration::from_secs(args.http.header_timeout);
+        crate::listener::side(addr, app, ("metrics", "/metrics"), header_timeout, shutdown.clone())
+            .await
+            .with_context(|| format!("cannot listen for metrics on {addr}"))?;
     }
     let on_signal = shutdown.clone();
     // SIGTERM too: it is what systemd, Kubernetes and `docker stop` send.

@@ -42,6 +42,7 @@
 //!
 //! [`telemetry`] is a leaf every layer records into (metrics, the spans exported over OTLP,
 //! and the log, through Capsule's own `tracing` subscriber); [`top`] is its reader for operators, `capsule top`, a client of `/metrics`.
+//! [`listener`] is the accept loop of every HTTP listener, with its connection limits.
 //! [`workers`] are the async runtimes `serve` runs on, one thread each, with every HTTP
 //! connection served by one of them so that no request is handed between threads;
 //! [`idle_poll`] tunes them: a worker that has just served something polls briefly for more
@@ -55,6 +56,7 @@ pub mod check;
 pub mod cli;
 pub mod files;
 pub mod idle_poll;
+pub mod listener;
 pub mod loader;
 pub mod mcp;
 pub mod policy;

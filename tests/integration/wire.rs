@@ -1701,3 +1701,34 @@ async fn a_refusal_at_the_endpoint_is_a_json_rpc_error_saying_why() {
     let elsewhere = http.get(server.url.replace("/mcp", "/elsewhere")).send().await.unwrap();
     assert_eq!(elsewhere.status().as_u16(), 404);
 }
+
+/// The admin and metrics listeners close a connection that never finishes its headers as
+/// the endpoint does (`--header-timeout`), rather than holding it, and its file descriptor,
+/// for good; and a tenant name that is no text once decoded (`/t/%ff/mcp`) is judged by the
+/// Host check first, then refused as no tenant's, like any other.
+#[tokio::test]
+async fn the_listeners_beside_the_endpoint_cut_off_slow_headers_too() {
+    use tokio::io::AsyncWriteExt;
+    let dir = crate::support::scratch_dir("side-listeners");
+    let (server, admin) = crate::support::Admin::serve(&dir, &["--header-timeout", "1", "--metrics", "127.0.0.1:0"]);
+    let metrics = crate::telemetry::address_in_log(&server, "metrics on ");
+    let authority = |url: &str| url.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+    for (what, authority) in [("metrics", authority(&metrics)), ("admin", authority(&admin.base))] {
+        let mut slow = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+        let started = std::time::Instant::now();
+        let closed = read_until_closed(&mut slow, std::time::Duration::from_secs(5)).await;
+        assert!(closed.is_some(), "{what}: still open after 5 s");
+        assert!(started.elapsed() < std::time::Duration::from_secs(4), "{what}: closed after {:?}", started.elapsed());
+    }
+    let http = reqwest::Client::new();
+    let foreign = http.post(format!("{}/t/%ff/mcp", server.url.trim_end_matches("/mcp")));
+    let foreign = foreign.header("host", "evil.example").body("{}").send().await.unwrap();
+    assert_eq!(foreign.status().as_u16(), 403, "the Host check comes first");
+    let local =
+        http.post(format!("{}/t/%ff/mcp", server.url.trim_end_matches("/mcp"))).body("{}").send().await.unwrap();
+    assert_eq!(local.status().as_u16(), 404);
+    let body: Value = local.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("no such tenant"), "{body}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -36,7 +36,7 @@ pub use logs::LogStyle;
 pub use metrics::{
     CONTENT_TYPE, InFlight, Load, Metrics, Operation, Outcome, PluginMeters, Refusal, ToolMeters, Traffic,
 };
-pub use serve::{HostCheck, Scrape, respond, serve};
+pub use serve::{HostCheck, Scrape, app, respond};
 pub use spans::{SetAttribute, SpanRecorder, TraceContext, export_attributes, trace_context};
 pub use stderr::{flush as flush_logs, stderr};
 pub use subscriber::{LogFilter, LogOut, Telemetry, dispatch};

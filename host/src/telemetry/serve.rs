@@ -1,14 +1,11 @@
-//! `GET /metrics`: on a listener of its own (`--metrics HOST:PORT`), or as a route of the
-//! admin listener, behind its token.
+//! `GET /metrics`: on a listener of its own (`--metrics HOST:PORT`, the app here, served by
+//! the edge), or as a route of the admin listener, behind its token.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio_util::sync::CancellationToken;
 
 use super::metrics::CONTENT_TYPE;
 
@@ -27,13 +24,9 @@ pub fn respond(scrape: &Scrape) -> Response {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], scrape()).into_response()
 }
 
-/// Serve `/metrics` on `addr` until `stop`, to requests `hosts` lets through.
-pub async fn serve(addr: SocketAddr, scrape: Scrape, hosts: HostCheck, stop: CancellationToken) -> Result<SocketAddr> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!("metrics on http://{local}/metrics");
-    let app = axum::Router::new().route(
+/// `/metrics` alone, for a listener of its own, to requests `hosts` lets through.
+pub fn app(scrape: Scrape, hosts: HostCheck) -> axum::Router {
+    axum::Router::new().route(
         "/metrics",
         get(move |uri: Uri, headers: HeaderMap| async move {
             match hosts(&uri, &headers) {
@@ -43,11 +36,5 @@ pub async fn serve(addr: SocketAddr, scrape: Scrape, hosts: HostCheck, stop: Can
                 }
             }
         }),
-    );
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
-            tracing::error!("metrics endpoint failed: {e}");
-        }
-    });
-    Ok(local)
+    )
 }

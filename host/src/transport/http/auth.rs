@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -76,13 +77,13 @@ pub async fn metadata_by_host(State(door): State<Arc<FrontDoor>>, request: Reque
 /// The metadata of `/t/{tenant}/mcp`.
 pub async fn metadata_by_path(
     State(door): State<Arc<FrontDoor>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Response {
     let set = door.tenants.current();
     match host_refused(&door, &set, &request) {
         Some(refused) => refused,
-        None => metadata(set.tenants.get(id.as_str())),
+        None => metadata(id.ok().and_then(|Path(id)| set.tenants.get(id.as_str()))),
     }
 }
 

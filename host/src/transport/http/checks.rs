@@ -154,29 +154,48 @@ impl Allowed {
 }
 
 /// The host a request names: its target's when the target is in absolute form
-/// (`POST http://host/mcp`), for then RFC 9112 (section 3.2.2) has the Host header ignored,
-/// else its Host header, which must be there once (section 3.2: more than one is a 400).
+/// (`POST http://host/mcp`), for then RFC 9112 (section 3.2.2) has the Host header's value
+/// ignored, else its Host header. Either way the Host header must be there once, and be a
+/// host (section 3.2: a request without one, with more than one, or with an invalid one is
+/// a 400, whatever its target).
 pub fn host(uri: &Uri, headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
-    if let Some(authority) = uri.authority() {
-        return plain(authority.clone()).ok_or((400, "Bad Request: Invalid host in the request target"));
-    }
     let host = at_most_once(headers, HOST)
         .map_err(|Repeated| (400, "Bad Request: more than one Host header"))?
         .ok_or((400, "Bad Request: missing Host header"))?;
     let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
-    host.parse().ok().and_then(plain).ok_or((400, "Bad Request: Invalid Host header"))
+    let host = host.parse().ok().and_then(plain).ok_or((400, "Bad Request: Invalid Host header"))?;
+    match uri.authority() {
+        Some(authority) => plain(authority.clone()).ok_or((400, "Bad Request: Invalid host in the request target")),
+        None => Ok(host),
+    }
 }
 
 /// `authority` if it is a host and an optional port, as Host (RFC 9112, section 3.2) and
 /// Origin (RFC 6454, section 7) are: no user information (`a@127.0.0.1`, which the http
-/// crate reads as an authority), and a port that is a port (not `99999`).
+/// crate reads as an authority), brackets only around an IPv6 address (RFC 3986, section
+/// 3.2.2: `[localhost]` is no host) with nothing but a port after them, and a port that is
+/// a port (not `99999`).
 fn plain(authority: Authority) -> Option<Authority> {
     let text = authority.as_str();
+    if text.contains('@') {
+        return None;
+    }
     // The port follows the host's last `:` (an IPv6 host is bracketed); the http crate
     // reads a port it cannot hold as none at all.
-    let after_host = text.rsplit_once(']').map_or(text, |(_, rest)| rest);
+    let after_host = match text.strip_prefix('[') {
+        Some(bracketed) => {
+            let (address, rest) = bracketed.split_once(']')?;
+            address.parse::<std::net::Ipv6Addr>().ok()?;
+            if !rest.is_empty() && !rest.starts_with(':') {
+                return None;
+            }
+            rest
+        }
+        None if text.contains(['[', ']']) => return None,
+        None => text,
+    };
     let port_ok = after_host.rsplit_once(':').is_none_or(|(_, port)| port.is_empty() || port.parse::<u16>().is_ok());
-    (!text.contains('@') && port_ok).then_some(authority)
+    port_ok.then_some(authority)
 }
 
 /// A host name as tenants' `hosts` hold it: lowercase, IPv6 without brackets.
@@ -405,6 +424,21 @@ mod tests {
             allowed.check(&Uri::from_static("http://evil.example/mcp"), &headers(&[("host", "localhost")]), |_| false);
         assert_eq!(reason, Err((403, "Forbidden: the host in the request target is not allowed")));
         assert_eq!(target("http://localhost:3000/mcp", "evil.example"), Ok(()));
+        // Its Host header must still be there once and be a host (RFC 9112, section 3.2).
+        let absolute = |pairs: &[(&'static str, &str)]| {
+            let uri = Uri::from_static("http://localhost:3000/mcp");
+            allowed.check(&uri, &headers(pairs), |_| false).map_err(|(status, _)| status)
+        };
+        assert_eq!(absolute(&[]), Err(400), "no Host");
+        assert_eq!(absolute(&[("host", "localhost"), ("host", "evil.example")]), Err(400), "two");
+        assert_eq!(absolute(&[("host", "a@b")]), Err(400), "no host");
+        assert_eq!(absolute(&[("host", "127.0.0.1:99999")]), Err(400), "no port");
+        // Brackets hold an IPv6 address, and nothing but a port follows them (RFC 3986).
+        for host in ["[localhost]", "[127.0.0.1]", "[::1]x", "[mcp.example]:8443", "local]host", "[::1"] {
+            assert_eq!(check(&[("host", host)]), Err(400), "{host}");
+        }
+        assert_eq!(check(&[("host", "[::1]:")]), Ok(()), "an empty port is a port (RFC 3986)");
+        assert_eq!(check(&[("host", "localhost"), ("origin", "http://[localhost]")]), Err(403));
         // A host with user information, or a port no port can be, is no host (400), though
         // the http crate reads both as authorities; an Origin like it is no origin (403).
         assert_eq!(check(&[("host", "a@127.0.0.1")]), Err(400));

@@ -20,7 +20,6 @@ mod counted;
 mod exchange;
 mod headers;
 mod legacy;
-mod listener;
 mod modern;
 mod resume;
 mod session;
@@ -34,6 +33,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -44,12 +44,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc;
+use crate::listener;
+pub use crate::listener::ConnectionLimits;
 use crate::mcp::CapsuleServer;
 use crate::telemetry::{Refusal, Traffic};
 use crate::tenants::{Tenant, TenantSet, Tenants};
 use crate::workers::Workers;
 pub use checks::{Allowed, host_entry, origin_entry};
-pub use listener::ConnectionLimits;
 use resume::KeptBytes;
 use session::{SessionCounts, SessionTable};
 
@@ -358,10 +359,16 @@ fn by_host_name<'a>(set: &'a TenantSet, request: &Request) -> Option<&'a Arc<Ten
     })
 }
 
-/// `/t/{tenant}/mcp`.
-async fn by_path(State(door): State<Arc<FrontDoor>>, Path(id): Path<String>, request: Request) -> Response {
+/// `/t/{tenant}/mcp`. A name that is no text once decoded (`/t/%ff/mcp`) is no tenant's:
+/// refused as such, after the Host and Origin checks, like any other.
+async fn by_path(
+    State(door): State<Arc<FrontDoor>>,
+    id: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Response {
     let set = door.tenants.current();
-    front(&door, &set, set.tenants.get(id.as_str()), request).await
+    let tenant = id.ok().and_then(|Path(id)| set.tenants.get(id.as_str()));
+    front(&door, &set, tenant, request).await
 }
 
 /// An MCP path's request, for `tenant` if there is one: the Host and Origin checks, a

@@ -1,4 +1,5 @@
-//! The accept loop and the limits a connection meets before any request is read: a cap on
+//! The accept loop every HTTP listener runs (the MCP endpoint, the admin endpoint, the
+//! metrics one), and the limits a connection meets before any request is read: a cap on
 //! open connections (more wait in the kernel's backlog), and a time limit on a request's
 //! headers, so a client that trickles them (slowloris) or holds an idle keep-alive
 //! connection is closed. Each request learns its client's address, for per-address limits.
@@ -40,6 +41,28 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits { max_connections: 1024, header_timeout: Duration::from_secs(30), max_header_bytes: 64 << 10 }
     }
+}
+
+/// Connections open at once on a listener beside the MCP endpoint (admin, metrics): a few,
+/// so that clients holding them open cannot take the file descriptors the endpoint needs.
+const SIDE_CONNECTIONS: usize = 64;
+
+/// Listen on `addr` and serve `app` there until `shutdown` fires, with [`SIDE_CONNECTIONS`]
+/// and the endpoint's `header_timeout`; the log says `{what} on http://{address}{path}`. The
+/// address listened on.
+pub async fn side(
+    addr: SocketAddr,
+    app: Router,
+    (what, path): (&str, &str),
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tracing::info!("{what} on http://{local}{path}");
+    let limits = ConnectionLimits { max_connections: SIDE_CONNECTIONS, header_timeout, max_header_bytes: 16 << 10 };
+    tokio::spawn(run(listener, app, limits, Workers::default(), shutdown));
+    Ok(local)
 }
 
 /// Whether a response is an event stream.
