@@ -1697,9 +1697,23 @@ async fn a_refusal_at_the_endpoint_is_a_json_rpc_error_saying_why() {
     assert_eq!((response.status().as_u16(), response.headers()["allow"].to_str().unwrap()), (405, "POST"));
     let body: Value = response.json().await.unwrap();
     assert!(body.get("id").is_none() && body["error"]["code"] == -32600, "{body}");
-    // Off the endpoint, a plain 404.
+    // Two Mcp-Session-Id headers on a POST whose request is read: its id.
+    let twice = http
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", both)
+        .header("mcp-session-id", "a")
+        .header("mcp-session-id", "b")
+        .body(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    let body: Value = twice.send().await.unwrap().json().await.unwrap();
+    assert_eq!((body["id"].clone(), body["error"]["code"].clone()), (json!(7), json!(-32600)), "{body}");
+    // Off the endpoint, plain text: an unknown path, and the metadata for a foreign Host.
     let elsewhere = http.get(server.url.replace("/mcp", "/elsewhere")).send().await.unwrap();
     assert_eq!(elsewhere.status().as_u16(), 404);
+    let metadata = http.get(server.url.replace("/mcp", "/.well-known/oauth-protected-resource"));
+    let metadata = metadata.header("host", "evil.example").send().await.unwrap();
+    assert_eq!(metadata.status().as_u16(), 403);
+    assert!(metadata.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
 }
 
 /// The admin and metrics listeners close a connection that never finishes its headers as

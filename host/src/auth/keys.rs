@@ -136,23 +136,26 @@ impl IssuerKeys {
             return Ok(found);
         }
         drop(cache);
-        let _one = self.fetching.lock().await;
-        let cache = self.cache.read().await;
-        if let Some(found) = found(&cache) {
-            return Ok(found);
-        }
-        if cache.fetched.is_some_and(|at| at.elapsed() < REFETCH_AFTER) {
-            // Until the next fetch may be tried, a failed one still stands.
-            return Err(match cache.failed {
-                true => KeyError::Fetch(format!("the keys of {} could not be fetched lately", self.issuer)),
-                false => KeyError::Unknown,
-            });
-        }
-        drop(cache);
-        // On a task of its own: a client that hangs up does not cut the fetch short.
-        let this = self.clone();
-        let fetched = tokio::spawn(async move { this.refresh().await }).await;
-        fetched.unwrap_or_else(|e| Err(KeyError::Fetch(format!("the key fetch failed: {e}"))))?;
+        // On a task of its own, which waits its turn and fetches: a client that hangs up
+        // neither cuts the fetch short nor lets others past it while it runs.
+        let (this, kid_owned) = (self.clone(), kid.map(str::to_owned));
+        let fetched = tokio::spawn(async move {
+            let _one = this.fetching.lock().await;
+            let cache = this.cache.read().await;
+            if Self::lookup(&cache, kid_owned.as_deref(), alg).is_some() {
+                return Ok(());
+            }
+            if cache.fetched.is_some_and(|at| at.elapsed() < REFETCH_AFTER) {
+                // Until the next fetch may be tried, a failed one still stands.
+                return Err(match cache.failed {
+                    true => KeyError::Fetch(format!("the keys of {} could not be fetched lately", this.issuer)),
+                    false => KeyError::Unknown,
+                });
+            }
+            drop(cache);
+            this.refresh().await
+        });
+        fetched.await.unwrap_or_else(|e| Err(KeyError::Fetch(format!("the key fetch failed: {e}"))))?;
         found(&*self.cache.read().await).ok_or(KeyError::Unknown)
     }
 

@@ -301,9 +301,12 @@ pub async fn run(args: TopArgs) -> Result<()> {
     };
     // No redirect is followed: the admin token goes only to the URL given. reqwest's default
     // would carry it on an `https` to `http` hop on one host, and `/metrics` never redirects.
+    // Nor is a connection kept between scrapes: a server closes one idle for its header
+    // timeout, which may be the very moment the next scrape reuses it.
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
         .build()?;
     let fetch = || async {
         let mut request = client.get(&args.url);

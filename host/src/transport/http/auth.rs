@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{FrontDoor, by_host_name, refuse, text};
+use super::{FrontDoor, by_host_name, counted_refusal, text};
 use crate::auth::{AuthError, Authenticator, scope};
 use crate::telemetry::Refusal;
 use crate::tenants::{Tenant, TenantSet};
@@ -101,5 +101,8 @@ pub async fn metadata_preflight(State(door): State<Arc<FrontDoor>>, request: Req
 /// The Host check of the MCP paths (not Origin: any page may read the metadata).
 fn host_refused(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Response> {
     let checked = door.allowed.check_host(request.uri(), request.headers(), |host| set.by_host(host).is_some());
-    checked.err().map(|(status, reason)| refuse(door, request, Refusal::Host, status, reason))
+    checked.err().map(|(status, reason)| {
+        counted_refusal(door, request, Refusal::Host, reason);
+        text(status, reason)
+    })
 }

@@ -155,26 +155,29 @@ impl Allowed {
 
 /// The host a request names: its target's when the target is in absolute form
 /// (`POST http://host/mcp`), for then RFC 9112 (section 3.2.2) has the Host header's value
-/// ignored, else its Host header. Either way the Host header must be there once, and be a
-/// host (section 3.2: a request without one, with more than one, or with an invalid one is
-/// a 400, whatever its target).
+/// ignored, else its Host header, which must then be there. A Host header that is there
+/// must be there once and be a host, whatever the target (section 3.2: more than one, or an
+/// invalid one, is a 400). An absolute target without one is taken (HTTP/1.0 needs none).
 pub fn host(uri: &Uri, headers: &HeaderMap) -> Result<Authority, (u16, &'static str)> {
-    let host = at_most_once(headers, HOST)
-        .map_err(|Repeated| (400, "Bad Request: more than one Host header"))?
-        .ok_or((400, "Bad Request: missing Host header"))?;
-    let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
-    let host = host.parse().ok().and_then(plain).ok_or((400, "Bad Request: Invalid Host header"))?;
+    let host = at_most_once(headers, HOST).map_err(|Repeated| (400, "Bad Request: more than one Host header"))?;
+    let host = match host {
+        Some(host) => {
+            let host = host.to_str().map_err(|_| (400, "Bad Request: Invalid Host header encoding"))?;
+            Some(host.parse().ok().and_then(plain).ok_or((400, "Bad Request: Invalid Host header"))?)
+        }
+        None => None,
+    };
     match uri.authority() {
         Some(authority) => plain(authority.clone()).ok_or((400, "Bad Request: Invalid host in the request target")),
-        None => Ok(host),
+        None => host.ok_or((400, "Bad Request: missing Host header")),
     }
 }
 
 /// `authority` if it is a host and an optional port, as Host (RFC 9112, section 3.2) and
 /// Origin (RFC 6454, section 7) are: no user information (`a@127.0.0.1`, which the http
 /// crate reads as an authority), brackets only around an IPv6 address (RFC 3986, section
-/// 3.2.2: `[localhost]` is no host) with nothing but a port after them, and a port that is
-/// a port (not `99999`).
+/// 3.2.2: `[localhost]` is no host; with a zone, RFC 6874: `[fe80::1%25eth0]`) with nothing
+/// but a port after them, and a port that is a port (not `99999`).
 fn plain(authority: Authority) -> Option<Authority> {
     let text = authority.as_str();
     if text.contains('@') {
@@ -185,7 +188,12 @@ fn plain(authority: Authority) -> Option<Authority> {
     let after_host = match text.strip_prefix('[') {
         Some(bracketed) => {
             let (address, rest) = bracketed.split_once(']')?;
+            let (address, zone) = address.split_once("%25").unwrap_or((address, "x"));
+            let zoned = |c: char| c.is_ascii_alphanumeric() || "-._~%".contains(c);
             address.parse::<std::net::Ipv6Addr>().ok()?;
+            if zone.is_empty() || !zone.chars().all(zoned) {
+                return None;
+            }
             if !rest.is_empty() && !rest.starts_with(':') {
                 return None;
             }
@@ -424,12 +432,13 @@ mod tests {
             allowed.check(&Uri::from_static("http://evil.example/mcp"), &headers(&[("host", "localhost")]), |_| false);
         assert_eq!(reason, Err((403, "Forbidden: the host in the request target is not allowed")));
         assert_eq!(target("http://localhost:3000/mcp", "evil.example"), Ok(()));
-        // Its Host header must still be there once and be a host (RFC 9112, section 3.2).
+        // A Host header it has must be there once and be a host (RFC 9112, section 3.2);
+        // HTTP/1.0 needs none.
         let absolute = |pairs: &[(&'static str, &str)]| {
             let uri = Uri::from_static("http://localhost:3000/mcp");
             allowed.check(&uri, &headers(pairs), |_| false).map_err(|(status, _)| status)
         };
-        assert_eq!(absolute(&[]), Err(400), "no Host");
+        assert_eq!(absolute(&[]), Ok(()), "no Host");
         assert_eq!(absolute(&[("host", "localhost"), ("host", "evil.example")]), Err(400), "two");
         assert_eq!(absolute(&[("host", "a@b")]), Err(400), "no host");
         assert_eq!(absolute(&[("host", "127.0.0.1:99999")]), Err(400), "no port");
@@ -438,6 +447,11 @@ mod tests {
             assert_eq!(check(&[("host", host)]), Err(400), "{host}");
         }
         assert_eq!(check(&[("host", "[::1]:")]), Ok(()), "an empty port is a port (RFC 3986)");
+        // An IPv6 address with a zone (RFC 6874) is a host, here not an allowed one.
+        assert_eq!(check(&[("host", "[fe80::1%25eth0]:3000")]), Err(403));
+        for host in ["[fe80::1%25]", "[fe80::1%eth0]", "[fe80::1%25eth/0]"] {
+            assert_eq!(check(&[("host", host)]), Err(400), "{host}");
+        }
         assert_eq!(check(&[("host", "localhost"), ("origin", "http://[localhost]")]), Err(403));
         // A host with user information, or a port no port can be, is no host (400), though
         // the http crate reads both as authorities; an Origin like it is no origin (403).

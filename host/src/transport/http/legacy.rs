@@ -83,7 +83,13 @@ pub async fn post(
     };
     let named = match session_id(headers) {
         Ok(named) => named,
-        Err(checks::Repeated) => return refused(headers, 400, TWO_SESSIONS),
+        Err(checks::Repeated) => {
+            let id = match &incoming {
+                Incoming::Single(message) => request_id(message),
+                Incoming::Batch(_) => None,
+            };
+            return json(StatusCode::BAD_REQUEST, jsonrpc::error(id, &ErrorData::invalid_request(TWO_SESSIONS, None)));
+        }
     };
     let session = match named {
         Some(id) => match table.get(id, caller_id(caller)) {

@@ -402,16 +402,18 @@ fn checked(door: &FrontDoor, set: &TenantSet, request: &Request) -> Option<Respo
         Ok(host) => door.allowed.check_origin(&host, headers).map_err(|refused| (Refusal::Origin, refused)),
         Err(refused) => Err((Refusal::Host, refused)),
     };
-    checked.err().map(|(refusal, (status, reason))| refuse(door, request, refusal, status, reason))
+    checked.err().map(|(refusal, (status, reason))| {
+        counted_refusal(door, request, refusal, reason);
+        refused(request.headers(), status, reason)
+    })
 }
 
-/// A request refused by the Host or Origin check: counted, logged (with the client's
-/// address, which a proxy in front may keep no record of) and answered.
-fn refuse(door: &FrontDoor, request: &Request, refusal: Refusal, status: u16, reason: &'static str) -> Response {
+/// A request refused by the Host or Origin check: counted, and logged with the client's
+/// address, which a proxy in front may keep no record of.
+fn counted_refusal(door: &FrontDoor, request: &Request, refusal: Refusal, reason: &'static str) {
     door.tenants.metrics().refused(refusal);
     let client = request.extensions().get::<listener::ClientAddr>().map(|a| a.0);
     tracing::debug!(client = ?client, "refused: {reason}");
-    refused(request.headers(), status, reason)
 }
 
 /// Serve a request for `tenant` as the set in force now has it: its settings (authorization
