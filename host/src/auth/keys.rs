@@ -52,7 +52,8 @@ struct Cached {
     anonymous: Vec<Key>,
     /// When a fetch was last tried (from its start: a fetch in flight counts).
     fetched: Option<Instant>,
-    /// When the keys held were fetched.
+    /// When the fetch that brought the keys held started (freshness is counted as staleness
+    /// is, from there).
     refreshed: Option<Instant>,
     /// Whether the last fetch failed (the keys from before it are kept).
     failed: bool,
@@ -164,14 +165,20 @@ impl IssuerKeys {
         if self.refreshing.swap(true, Ordering::AcqRel) {
             return;
         }
-        let this = self.clone();
+        /// Lets the next refresh start however this one ends (a panic, the runtime's end).
+        struct Done(Arc<IssuerKeys>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.refreshing.store(false, Ordering::Release);
+            }
+        }
+        let done = Done(self.clone());
         tokio::spawn(async move {
-            let one = this.fetching.lock().await;
+            let this = &done.0;
+            let _one = this.fetching.lock().await;
             if this.cache.read().await.stale(this.max_age) {
                 let _ = this.refresh().await;
             }
-            drop(one);
-            this.refreshing.store(false, Ordering::Release);
         });
     }
 
@@ -179,7 +186,8 @@ impl IssuerKeys {
     /// stay. The caller holds `fetching`.
     async fn refresh(&self) -> Result<(), KeyError> {
         // The attempt counts from its start, so that no other starts meanwhile.
-        self.cache.write().await.fetched = Some(Instant::now());
+        let started = Instant::now();
+        self.cache.write().await.fetched = Some(started);
         let fetched = self.fetch().await;
         let mut cache = self.cache.write().await;
         cache.failed = fetched.is_err();
@@ -194,7 +202,7 @@ impl IssuerKeys {
                 None => cache.anonymous.push(key),
             }
         }
-        cache.refreshed = Some(Instant::now());
+        cache.refreshed = Some(started);
         let usable = cache.keys.values().map(Vec::len).sum::<usize>() + cache.anonymous.len();
         if usable == 0 {
             tracing::warn!(
