@@ -6,16 +6,14 @@
 //! A token found inactive is remembered as long, so a client retrying a dead token does not
 //! ask again each time.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::keys::{IssuerKeys, read_json};
-use super::{AuthError, Claims};
+use super::{AuthError, Claims, Remembered};
 use crate::policy::{IntrospectionConfig, Secret};
 
 /// Introspections in flight at once: a flood of made-up tokens queues here rather than
@@ -24,8 +22,6 @@ const IN_FLIGHT: usize = 8;
 /// How long a request waits for one of those: past it, the authorization server is taken to
 /// be too slow to ask (503), rather than holding every request behind the slow ones.
 const SLOT_WAIT: Duration = Duration::from_secs(5);
-/// Inactive tokens remembered at most (by SHA-256): past it, the lapsed are let go, then all.
-const INACTIVE_CAP: usize = 10_000;
 /// The least time between two warnings that the authorization server could not be asked (a
 /// stream of requests while it is down is one warning, the rest at debug).
 const WARN_EVERY: u64 = 10;
@@ -38,8 +34,8 @@ pub struct Introspector {
     authorization: Secret,
     cache_for: Duration,
     slots: Semaphore,
-    /// Tokens lately found inactive, by SHA-256, until when that answer stands.
-    inactive: std::sync::Mutex<HashMap<[u8; 32], Instant>>,
+    /// Tokens lately found inactive.
+    inactive: Remembered<()>,
     http: reqwest::Client,
     /// When the last warning was logged, in seconds since the epoch.
     warned: AtomicU64,
@@ -92,17 +88,17 @@ impl Introspector {
             authorization: Secret::new(format!("Basic {basic}")),
             cache_for: Duration::from_secs(config.cache_s),
             slots: Semaphore::new(IN_FLIGHT),
-            inactive: std::sync::Mutex::default(),
+            inactive: Remembered::new(),
             http,
             warned: AtomicU64::new(0),
         })
     }
 
-    /// Ask `issuer` about `token`, and check the answer as a JWT's claims would be checked:
+    /// Ask `issuer` about `token` (whose SHA-256 is `digest`), and check the answer as a JWT's claims would be checked:
     /// the claims, whose `exp` says until when they may be reused.
     pub async fn introspect(
         &self,
-        token: &str,
+        (token, digest): (&str, &[u8; 32]),
         issuer: &IssuerKeys,
         resource: &str,
         leeway: u64,
@@ -111,8 +107,7 @@ impl Introspector {
             Some(endpoint) => endpoint.as_str(),
             None => issuer.introspection_endpoint().await.map_err(|e| self.unavailable(e.to_string()))?,
         };
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if self.known_inactive(&digest) {
+        if self.inactive.get(digest, Instant::now()).is_some() {
             return Err(AuthError::Invalid(NOT_ACTIVE.into()));
         }
         let answer: Answer = {
@@ -149,7 +144,7 @@ impl Introspector {
             read_json(endpoint, response).await.map_err(|e| self.unavailable(e))?
         };
         if !answer.active {
-            self.remember_inactive(digest);
+            self.inactive.insert(*digest, (), Instant::now() + self.cache_for);
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         check(&answer, issuer.issuer(), resource, leeway, now).map_err(AuthError::Invalid)?;
@@ -164,23 +159,6 @@ impl Introspector {
             _nbf: None,
             iat: None,
         })
-    }
-
-    fn known_inactive(&self, digest: &[u8; 32]) -> bool {
-        let inactive = self.inactive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        inactive.get(digest).is_some_and(|until| Instant::now() < *until)
-    }
-
-    fn remember_inactive(&self, digest: [u8; 32]) {
-        let mut inactive = self.inactive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        if inactive.len() >= INACTIVE_CAP {
-            inactive.retain(|_, until| now < *until);
-            if inactive.len() >= INACTIVE_CAP {
-                inactive.clear();
-            }
-        }
-        inactive.insert(digest, now + self.cache_for);
     }
 
     /// The authorization server could not be asked: why goes to the operator's log (at most

@@ -35,8 +35,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a verified token is taken without checking its signature again (never past its
 /// `exp`): the signature check is most of what authentication costs.
 const VERIFIED_FOR: Duration = Duration::from_secs(300);
-/// Verified tokens remembered at most.
-const VERIFIED_CAP: usize = 10_000;
+/// Verdicts on tokens remembered at most, each kind: past it, the lapsed are let go, then all.
+const REMEMBERED_CAP: usize = 10_000;
 
 /// Who sent a request, as their token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,12 +170,37 @@ pub struct Authenticator {
     issuers: Vec<Arc<IssuerKeys>>,
     algorithms: Vec<Algorithm>,
     introspector: Option<Introspector>,
-    verified: std::sync::Mutex<Verified>,
+    /// Tokens verified lately, with their principal.
+    verified: Remembered<Arc<Principal>>,
 }
 
-/// Tokens verified lately, by SHA-256 (the tokens themselves are not kept), with their
-/// principal and until when they are taken.
-type Verified = HashMap<[u8; 32], (Arc<Principal>, Instant)>;
+/// Verdicts on tokens lately judged, by their SHA-256 (the tokens themselves are not kept),
+/// each until when it stands; at most [`REMEMBERED_CAP`].
+pub(super) struct Remembered<V>(std::sync::Mutex<HashMap<[u8; 32], (V, Instant)>>);
+
+impl<V: Clone> Remembered<V> {
+    fn new() -> Self {
+        Remembered(std::sync::Mutex::default())
+    }
+
+    /// The verdict on `digest`, if one stands at `now`.
+    fn get(&self, digest: &[u8; 32], now: Instant) -> Option<V> {
+        let held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.get(digest).filter(|(_, until)| now < *until).map(|(value, _)| value.clone())
+    }
+
+    fn insert(&self, digest: [u8; 32], value: V, until: Instant) {
+        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.len() >= REMEMBERED_CAP {
+            let now = Instant::now();
+            held.retain(|_, (_, until)| now < *until);
+            if held.len() >= REMEMBERED_CAP {
+                held.clear();
+            }
+        }
+        held.insert(digest, (value, until));
+    }
+}
 
 impl Authenticator {
     pub fn new(config: AuthConfig) -> Result<Authenticator, String> {
@@ -194,7 +219,7 @@ impl Authenticator {
             .collect();
         let algorithms = config.algorithms.iter().filter_map(|name| name.parse().ok()).collect();
         let introspector = config.introspection.as_ref().map(|i| Introspector::new(i, http.clone())).transpose()?;
-        Ok(Authenticator { config, issuers, algorithms, introspector, verified: std::sync::Mutex::default() })
+        Ok(Authenticator { config, issuers, algorithms, introspector, verified: Remembered::new() })
     }
 
     /// The settings it was made from.
@@ -210,25 +235,25 @@ impl Authenticator {
             return Ok(Arc::new(principal));
         }
         let now = Instant::now();
-        if let Some(principal) = self.remembered(&digest, now) {
+        if let Some(principal) = self.verified.get(&digest, now) {
             return Ok(principal);
         }
-        let (principal, left) = self.verify(token).await?;
+        let (principal, left) = self.verify(token, &digest).await?;
         let principal = Arc::new(principal);
         if !left.is_zero() {
-            self.remember(digest, principal.clone(), now + left);
+            self.verified.insert(digest, principal.clone(), now + left);
         }
         Ok(principal)
     }
 
     /// Verify a token: locally if it is a JWT, by introspection if it is not and the tenant
     /// introspects. The principal, and how long the verdict may be reused.
-    async fn verify(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
+    async fn verify(&self, token: &str, digest: &[u8; 32]) -> Result<(Principal, Duration), AuthError> {
         if let Some(introspector) = &self.introspector
             && jsonwebtoken::decode_header(token).is_err()
         {
             let (resource, leeway) = (&self.config.resource, self.config.leeway_s);
-            let claims = introspector.introspect(token, &self.issuers[0], resource, leeway).await?;
+            let claims = introspector.introspect((token, digest), &self.issuers[0], resource, leeway).await?;
             let exp = claims.exp;
             return Ok((principal(claims).map_err(AuthError::Invalid)?, reusable_for(exp, epoch_seconds())));
         }
@@ -237,23 +262,6 @@ impl Authenticator {
         // the keys are fetched again.
         let fresh_for = fresh_until.saturating_duration_since(Instant::now());
         Ok((principal, reusable_for(exp, epoch_seconds()).min(fresh_for)))
-    }
-
-    fn remembered(&self, digest: &[u8; 32], now: Instant) -> Option<Arc<Principal>> {
-        let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        verified.get(digest).filter(|(_, until)| now < *until).map(|(principal, _)| principal.clone())
-    }
-
-    fn remember(&self, digest: [u8; 32], principal: Arc<Principal>, until: Instant) {
-        let mut verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if verified.len() >= VERIFIED_CAP {
-            let now = Instant::now();
-            verified.retain(|_, (_, until)| now < *until);
-            if verified.len() >= VERIFIED_CAP {
-                verified.clear();
-            }
-        }
-        verified.insert(digest, (principal, until));
     }
 
     /// The API key whose digest this is, if any. Every key is compared, in constant time.
